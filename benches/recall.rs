@@ -1,0 +1,197 @@
+//! Recall end to end in process (scope filter → exact or HNSW scoring → ranking → evidence)
+//! on seeded synthetic corpora with clustered vectors, at 10k and 100k events.
+//!
+//! Run: `cargo bench --bench recall` (sizes via `EPISODIC_BENCH_SIZES=10000,100000`).
+//! The query vector is precomputed, so this measures the engine, not the embedder.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use episodic::auth::TenantGrant;
+use episodic::embed::HashingEmbedder;
+use episodic::engine::{Engine, EngineConfig};
+use episodic::retrieve::{RecallRequest, Scope};
+
+const DIM: usize = 384;
+const CLUSTERS: usize = 64;
+const TENANTS: usize = 31;
+const ACTORS: usize = 20;
+const TYPES: [&str; 6] = [
+    "user_preference_stated",
+    "correction_received",
+    "task_milestone",
+    "human_approval",
+    "tool_observed_event",
+    "incident_or_failure",
+];
+
+fn normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= n);
+}
+
+fn gaussian(rng: &mut StdRng) -> f32 {
+    let u1: f32 = rng.gen_range(1e-7..1.0);
+    let u2: f32 = rng.gen_range(0.0..1.0);
+    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+}
+
+struct Corpus {
+    centroids: Vec<Vec<f32>>,
+}
+
+impl Corpus {
+    fn new(rng: &mut StdRng) -> Self {
+        let centroids = (0..CLUSTERS)
+            .map(|_| {
+                let mut c: Vec<f32> = (0..DIM).map(|_| gaussian(rng)).collect();
+                normalize(&mut c);
+                c
+            })
+            .collect();
+        Corpus { centroids }
+    }
+
+    fn vector(&self, rng: &mut StdRng) -> Vec<f32> {
+        let c = &self.centroids[rng.gen_range(0..CLUSTERS)];
+        let mut v: Vec<f32> = c.iter().map(|x| x + 0.06 * gaussian(rng)).collect();
+        normalize(&mut v);
+        v
+    }
+}
+
+/// Tenant 0 holds about 10% of events; the rest share the remainder evenly.
+fn tenant_of(rng: &mut StdRng) -> usize {
+    if rng.gen_bool(0.10) {
+        0
+    } else {
+        rng.gen_range(1..TENANTS)
+    }
+}
+
+fn event_body(i: usize, rng: &mut StdRng) -> serde_json::Value {
+    let day = rng.gen_range(1..28);
+    let month = rng.gen_range(1..13);
+    json!({
+        "eventType": TYPES[rng.gen_range(0..TYPES.len())],
+        "occurredAt": format!("2025-{month:02}-{day:02}T12:00:00Z"),
+        "actorId": format!("actor-{}", rng.gen_range(0..ACTORS)),
+        "projectId": format!("project-{}", rng.gen_range(0..5)),
+        "resourceRefs": [format!("res-{}", rng.gen_range(0..50))],
+        "summary": format!("synthetic event {i}"),
+        "sourceRefs": [format!("bench-{i}")],
+        "sourceTrust": "tool_result",
+        "confidence": "medium",
+        "privacyClass": "internal",
+        "retention": {"deleteOnRequest": true}
+    })
+}
+
+fn build(rt: &tokio::runtime::Runtime, n: usize, corpus: &Corpus, dir: &std::path::Path) -> Engine {
+    let mut config = EngineConfig::new(dir.to_path_buf());
+    config.writer.hnsw_save_every = usize::MAX;
+    let engine = Engine::open(config, Arc::new(HashingEmbedder::new())).expect("engine");
+    let mut rng = StdRng::seed_from_u64(7);
+    let started = Instant::now();
+    rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let tenant = format!("tenant-{}", tenant_of(&mut rng));
+            let body = event_body(i, &mut rng);
+            let vector = corpus.vector(&mut rng);
+            let engine = engine.clone();
+            set.spawn(async move {
+                let grant = TenantGrant::internal(&tenant, "bench");
+                engine
+                    .write_embedded(&grant, &body, vector, false)
+                    .await
+                    .map(|_| ())
+            });
+            if set.len() >= 512 {
+                while let Some(r) = set.join_next().await {
+                    r.expect("join").expect("write");
+                }
+            }
+        }
+        while let Some(r) = set.join_next().await {
+            r.expect("join").expect("write");
+        }
+        engine.refresh().await.expect("refresh");
+    });
+    eprintln!(
+        "ingested {n} events in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    engine
+}
+
+fn bench_recall(c: &mut Criterion) {
+    let sizes: Vec<usize> = std::env::var("EPISODIC_BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut rng = StdRng::seed_from_u64(42);
+    let corpus = Corpus::new(&mut rng);
+    let mut group = c.benchmark_group("recall");
+    group.sample_size(50);
+    for n in sizes {
+        let dir = tempfile::tempdir().expect("tmp");
+        let engine = build(&rt, n, &corpus, dir.path());
+        let queries: Vec<Vec<f32>> = (0..64).map(|_| corpus.vector(&mut rng)).collect();
+        let grant = TenantGrant::internal("tenant-0", "bench");
+        let scopes = [
+            ("tenant", Scope::default()),
+            (
+                "tenant+actor",
+                Scope {
+                    actor_ids: vec!["actor-3".into()],
+                    ..Scope::default()
+                },
+            ),
+            (
+                "tenant+actor+type",
+                Scope {
+                    actor_ids: vec!["actor-3".into()],
+                    event_types: vec!["task_milestone".into()],
+                    ..Scope::default()
+                },
+            ),
+        ];
+        for (name, scope) in scopes {
+            let req = RecallRequest {
+                query: "bench".into(),
+                scope,
+                limit: 10,
+                include_superseded: false,
+            };
+            let probe = engine
+                .recall_with_vector(&grant, &req, &queries[0])
+                .expect("recall");
+            eprintln!(
+                "n={n} scope={name}: {} candidates, path {:?}",
+                probe.stats.candidates, probe.stats.path
+            );
+            let mut qi = 0;
+            group.bench_with_input(BenchmarkId::new(name, n), &req, |b, req| {
+                b.iter(|| {
+                    qi = (qi + 1) % queries.len();
+                    engine
+                        .recall_with_vector(&grant, req, &queries[qi])
+                        .expect("recall")
+                })
+            });
+        }
+        rt.block_on(engine.shutdown());
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_recall);
+criterion_main!(benches);

@@ -1,0 +1,110 @@
+//! Request extractors: bearer authentication and bounded JSON bodies, each failing with a
+//! problem+json response.
+//!
+//! Invariants: a handler that takes [`Auth`] never runs for a missing or unknown key; a body
+//! is read only up to the configured limit; malformed JSON is `malformed_json` (400), an
+//! oversized body `payload_too_large` (413), a non-JSON content type 415.
+
+use axum::body::Body;
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde_json::Value;
+
+use super::AppState;
+use crate::auth::Principal;
+use crate::error::{ErrorCode, Problem};
+
+/// The authenticated caller.
+pub struct Auth(pub Principal);
+
+impl<S> FromRequestParts<S> for Auth
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let app = AppState::from_ref(state);
+        let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
+            Problem::new(
+                ErrorCode::Unauthenticated,
+                "missing Authorization: Bearer <key>",
+            )
+        })?;
+        let key = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| {
+                Problem::new(
+                    ErrorCode::Unauthenticated,
+                    "Authorization must be `Bearer <key>`",
+                )
+            })?;
+        app.keys.authenticate(key).map(Auth)
+    }
+}
+
+/// A JSON body read within the size limit.
+pub struct JsonBody(pub Value);
+
+impl<S> FromRequest<S> for JsonBody
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let app = AppState::from_ref(state);
+        check_content_type(&req)?;
+        let bytes = read_limited(req.into_body(), app.body_limit).await?;
+        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+            Problem::new(
+                ErrorCode::MalformedJson,
+                format!("body is not valid JSON: {e}"),
+            )
+        })
+    }
+}
+
+fn check_content_type(req: &Request) -> Result<(), Problem> {
+    let Some(ct) = req.headers().get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
+    if ct.starts_with("application/json") || ct.contains("+json") {
+        return Ok(());
+    }
+    Err(Problem::new(
+        ErrorCode::UnsupportedMediaType,
+        "send the body as application/json",
+    ))
+}
+
+async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok(bytes),
+        Err(e) => {
+            let inner = e.into_inner();
+            if inner
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(Problem::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("body exceeds {limit} bytes"),
+                ))
+            } else {
+                Err(Problem::new(
+                    ErrorCode::MalformedJson,
+                    format!("could not read the body: {inner}"),
+                ))
+            }
+        }
+    }
+}

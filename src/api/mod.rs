@@ -1,0 +1,72 @@
+//! The HTTP API: the only module that knows axum and HTTP.
+//!
+//! Invariants: every `/v1` route authenticates first and obtains a tenant grant from the key
+//! (never from the body); handlers are extract → authorize → call the engine → map the
+//! result; all errors leave as problem+json; `/healthz` answers while the engine loads and
+//! `/readyz` only once it is ready.
+
+mod extract;
+pub mod problem;
+mod routes;
+
+use std::sync::{Arc, OnceLock};
+
+use axum::http::{HeaderName, Request};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::auth::KeyStore;
+use crate::engine::Engine;
+use crate::error::{ErrorCode, Problem};
+
+/// Default request body limit in bytes.
+pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
+
+/// Shared handler state.
+#[derive(Clone)]
+pub struct AppState {
+    /// Set once the engine has loaded.
+    pub engine: Arc<OnceLock<Engine>>,
+    /// API keys.
+    pub keys: Arc<KeyStore>,
+    /// Maximum request body size.
+    pub body_limit: usize,
+}
+
+impl AppState {
+    /// The engine, or 503 `not_ready` while it loads.
+    pub fn engine(&self) -> Result<&Engine, Problem> {
+        self.engine
+            .get()
+            .ok_or_else(|| Problem::new(ErrorCode::NotReady, "the engine is still loading"))
+    }
+}
+
+/// The complete router.
+pub fn router(state: AppState) -> Router {
+    let request_id = HeaderName::from_static("x-request-id");
+    Router::new()
+        .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(routes::readyz))
+        .route("/v1/events", post(routes::write_event))
+        .route("/v1/events/{event_id}", get(routes::get_event))
+        .route("/v1/recall", post(routes::recall))
+        .route("/v1/timeline", get(routes::timeline))
+        .route("/v1/admin/keys", post(routes::create_key).get(routes::list_keys))
+        .route("/v1/admin/keys/{key_id}", delete(routes::revoke_key))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .with_state(state)
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let rid = req
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-");
+            tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
+        }))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}

@@ -1,0 +1,258 @@
+//! Route handlers: extract → authorize → call the engine → map the result.
+//!
+//! Invariants: each handler obtains its grant from the authenticated key before touching
+//! the engine; write responses are 201 (allow) or 202 (review) only after durability.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::extract::{Auth, JsonBody};
+use super::AppState;
+use crate::auth::roles;
+use crate::engine::WriteOutcome;
+use crate::error::{ErrorCode, FieldError, Problem};
+use crate::model::Decision;
+use crate::retrieve::{RecallRequest, TimelineQuery};
+
+/// `GET /healthz`: the process is up.
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: model loaded and indexes open.
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+    let engine = state.engine()?;
+    let stats = engine.stats();
+    Ok(Json(json!({"status": "ready", "events": stats.events})))
+}
+
+fn refresh_param(params: &HashMap<String, String>) -> Result<bool, Problem> {
+    let unknown: Vec<FieldError> = params
+        .keys()
+        .filter(|k| k.as_str() != "refresh")
+        .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(Problem::validation(unknown));
+    }
+    match params.get("refresh").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("wait_for") => Ok(true),
+        Some(_) => Err(Problem::validation(vec![FieldError::new(
+            "refresh",
+            "must be wait_for or false",
+        )])),
+    }
+}
+
+/// `POST /v1/events`.
+pub async fn write_event(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Query(params): Query<HashMap<String, String>>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, Problem> {
+    let grant = principal.grant(roles::WRITER)?;
+    let wait_for = refresh_param(&params)?;
+    let outcome = state.engine()?.write(&grant, &body, wait_for).await?;
+    Ok(write_response(outcome))
+}
+
+fn write_response(outcome: WriteOutcome) -> Response {
+    let WriteOutcome {
+        event, decision, ..
+    } = outcome;
+    match decision {
+        Decision::Review { .. } => {
+            let body =
+                json!({"eventId": event.event_id, "status": event.status, "decision": decision});
+            (StatusCode::ACCEPTED, Json(body)).into_response()
+        }
+        Decision::Allow { .. } | Decision::Deny { .. } => {
+            let body = json!({"eventId": event.event_id, "status": event.status, "decision": decision, "event": event});
+            (StatusCode::CREATED, Json(body)).into_response()
+        }
+    }
+}
+
+/// `GET /v1/events/{eventId}`.
+pub async fn get_event(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Path(event_id): Path<String>,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::READER)?;
+    let event = state.engine()?.get(&grant, &event_id)?;
+    Ok(Json(json!(event)))
+}
+
+/// `POST /v1/recall`.
+pub async fn recall(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::READER)?;
+    let req = RecallRequest::parse(&body)?;
+    let resp = state.engine()?.recall(&grant, req).await?;
+    Ok(Json(json!(resp)))
+}
+
+/// `GET /v1/timeline`.
+pub async fn timeline(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::READER)?;
+    let query = TimelineQuery::parse(&params)?;
+    let page = state.engine()?.timeline(&grant, query).await?;
+    Ok(Json(json!(page)))
+}
+
+fn parse_new_key(body: &Value) -> Result<(String, Vec<String>), Problem> {
+    let mut errors = Vec::new();
+    let obj = body.as_object().cloned().unwrap_or_default();
+    for k in obj
+        .keys()
+        .filter(|k| !["tenantId", "roles"].contains(&k.as_str()))
+    {
+        errors.push(FieldError::new(k.clone(), "unknown field"));
+    }
+    let tenant = match obj.get("tenantId") {
+        Some(Value::String(t)) if valid_name(t) => t.clone(),
+        _ => {
+            errors.push(FieldError::new(
+                "tenantId",
+                "must be 1-128 characters of [A-Za-z0-9._:-]",
+            ));
+            String::new()
+        }
+    };
+    let roles = parse_roles(obj.get("roles"), &mut errors);
+    if errors.is_empty() {
+        Ok((tenant, roles))
+    } else {
+        Err(Problem::validation(errors))
+    }
+}
+
+fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
+    let Some(Value::Array(items)) = v else {
+        errors.push(FieldError::new(
+            "roles",
+            "must be a non-empty array of role names",
+        ));
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str() {
+            Some(r) if r == roles::ADMIN => errors.push(FieldError::new(
+                format!("roles[{i}]"),
+                "tenant keys cannot hold admin",
+            )),
+            Some(r)
+                if !r.is_empty()
+                    && r.len() <= 64
+                    && r.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
+            {
+                out.push(r.to_string())
+            }
+            _ => errors.push(FieldError::new(
+                format!("roles[{i}]"),
+                "must be a lowercase role name such as writer",
+            )),
+        }
+    }
+    if items.is_empty() {
+        errors.push(FieldError::new("roles", "must not be empty"));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+}
+
+/// `POST /v1/admin/keys` (admin).
+pub async fn create_key(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    JsonBody(body): JsonBody,
+) -> Result<Response, Problem> {
+    principal.require_admin()?;
+    let (tenant, roles) = parse_new_key(&body)?;
+    let keys = state.keys.clone();
+    let new = tokio::task::spawn_blocking(move || keys.create(&tenant, roles))
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+    let body = json!({
+        "key": new.key,
+        "keyId": new.record.key_id,
+        "tenantId": new.record.tenant_id,
+        "roles": new.record.roles,
+    });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `GET /v1/admin/keys` (admin): records without secrets.
+pub async fn list_keys(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> Result<Json<Value>, Problem> {
+    principal.require_admin()?;
+    let keys: Vec<Value> = state
+        .keys
+        .list()
+        .into_iter()
+        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
+        .collect();
+    Ok(Json(json!({"keys": keys})))
+}
+
+/// `DELETE /v1/admin/keys/{keyId}` (admin): revoke.
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Path(key_id): Path<String>,
+) -> Result<Json<Value>, Problem> {
+    principal.require_admin()?;
+    let keys = state.keys.clone();
+    let id = key_id.clone();
+    let found = tokio::task::spawn_blocking(move || keys.revoke(&id))
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+    if !found {
+        return Err(Problem::new(
+            ErrorCode::NotFound,
+            format!("key {key_id} not found"),
+        ));
+    }
+    Ok(Json(json!({"keyId": key_id, "revoked": true})))
+}
+
+/// Unknown routes.
+pub async fn not_found() -> Problem {
+    Problem::new(ErrorCode::RouteNotFound, "no such route")
+}
+
+/// Known route, wrong method.
+pub async fn method_not_allowed() -> Problem {
+    Problem::new(
+        ErrorCode::MethodNotAllowed,
+        "method not allowed on this route",
+    )
+}

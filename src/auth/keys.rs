@@ -1,0 +1,297 @@
+//! The API key store: hashed key records persisted in `<data-dir>/keys.json`.
+//!
+//! Key format: `epi_<keyId>_<secret>`. Invariants: plaintext keys exist only in the response
+//! that creates them (and, for a generated admin key, once in `admin.key`, mode 0600); lookups
+//! go by key id and compare SHA-256 digests in constant time; the file is replaced atomically.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use parking_lot::RwLock;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::{roles, Principal};
+use crate::error::{ErrorCode, Problem};
+use crate::fsutil;
+use crate::model::Timestamp;
+
+const ADMIN_KEY_ID: &str = "admin";
+const ENV_ADMIN_KEY_ID: &str = "admin-env";
+
+/// Failures of the key store.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    /// The key file could not be read or written.
+    #[error("key store i/o failed on {path}: {source}")]
+    Io {
+        /// File involved.
+        path: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file is not valid JSON of the expected shape.
+    #[error("key store {path} is corrupt: {reason}")]
+    Corrupt {
+        /// File involved.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One stored key (never the plaintext).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRecord {
+    /// Public id.
+    pub key_id: String,
+    /// Bound tenant; `None` for admin keys.
+    pub tenant_id: Option<String>,
+    /// Granted roles.
+    pub roles: Vec<String>,
+    /// Hex SHA-256 of the full key.
+    pub sha256: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Revocation time, if revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// A freshly created key: the plaintext is shown once.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    /// The plaintext key.
+    pub key: String,
+    /// Its record.
+    pub record: KeyRecord,
+}
+
+/// Thread-safe key store.
+#[derive(Debug)]
+pub struct KeyStore {
+    path: PathBuf,
+    records: RwLock<HashMap<String, KeyRecord>>,
+    env_admin_digest: Option<[u8; 32]>,
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn random_token(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rngs::OsRng.fill_bytes(&mut buf);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf)
+}
+
+fn key_id_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("epi_")?;
+    let (id, secret) = rest.split_once('_')?;
+    (!id.is_empty() && !secret.is_empty()).then_some(id)
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KeyStoreError + '_ {
+    move |source| KeyStoreError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl KeyStore {
+    /// Opens the store under `data_dir`. With `admin_key` (from `EPISODIC_ADMIN_KEY`) that key
+    /// is the admin key; otherwise an admin key is generated on first start and its plaintext
+    /// written once to `<data_dir>/admin.key`, whose path is returned.
+    pub fn open(
+        data_dir: &Path,
+        admin_key: Option<&str>,
+    ) -> Result<(KeyStore, Option<PathBuf>), KeyStoreError> {
+        let path = data_dir.join("keys.json");
+        let records = load_records(&path)?;
+        let store = KeyStore {
+            path,
+            records: RwLock::new(records),
+            env_admin_digest: admin_key.map(digest),
+        };
+        let written = match admin_key {
+            Some(_) => None,
+            None => store.ensure_generated_admin(data_dir)?,
+        };
+        Ok((store, written))
+    }
+
+    fn ensure_generated_admin(&self, data_dir: &Path) -> Result<Option<PathBuf>, KeyStoreError> {
+        if self.records.read().contains_key(ADMIN_KEY_ID) {
+            return Ok(None);
+        }
+        let key = format!("epi_{ADMIN_KEY_ID}_{}", random_token(32));
+        let key_path = data_dir.join("admin.key");
+        fsutil::create_new(&key_path, format!("{key}\n").as_bytes(), 0o600)
+            .map_err(io_err(&key_path))?;
+        let record = KeyRecord {
+            key_id: ADMIN_KEY_ID.to_string(),
+            tenant_id: None,
+            roles: vec![roles::ADMIN.to_string()],
+            sha256: hex::encode(digest(&key)),
+            created_at: Timestamp::now(),
+            revoked_at: None,
+        };
+        self.insert_and_persist(record)?;
+        Ok(Some(key_path))
+    }
+
+    /// Resolves a bearer key to a principal, or 401.
+    pub fn authenticate(&self, key: &str) -> Result<Principal, Problem> {
+        let presented = digest(key);
+        if let Some(p) = self.match_record(key, &presented) {
+            return Ok(p);
+        }
+        if let Some(env) = &self.env_admin_digest {
+            if bool::from(env.ct_eq(&presented)) {
+                return Ok(Principal {
+                    key_id: ENV_ADMIN_KEY_ID.to_string(),
+                    tenant: None,
+                    roles: vec![roles::ADMIN.to_string()],
+                });
+            }
+        }
+        Err(Problem::new(
+            ErrorCode::Unauthenticated,
+            "unknown or revoked API key",
+        ))
+    }
+
+    fn match_record(&self, key: &str, presented: &[u8; 32]) -> Option<Principal> {
+        let id = key_id_of(key)?;
+        let records = self.records.read();
+        let rec = records.get(id)?;
+        let stored = hex::decode(&rec.sha256).ok()?;
+        let equal = bool::from(stored.as_slice().ct_eq(presented.as_slice()));
+        (equal && rec.revoked_at.is_none()).then(|| Principal {
+            key_id: rec.key_id.clone(),
+            tenant: rec.tenant_id.clone(),
+            roles: rec.roles.clone(),
+        })
+    }
+
+    /// Creates a tenant key with `roles`. Blocking file I/O.
+    pub fn create(&self, tenant: &str, roles: Vec<String>) -> Result<NewKey, KeyStoreError> {
+        let key_id = hex::encode(&digest(&random_token(16))[..8]);
+        let key = format!("epi_{key_id}_{}", random_token(32));
+        let record = KeyRecord {
+            key_id,
+            tenant_id: Some(tenant.to_string()),
+            roles,
+            sha256: hex::encode(digest(&key)),
+            created_at: Timestamp::now(),
+            revoked_at: None,
+        };
+        self.insert_and_persist(record.clone())?;
+        Ok(NewKey { key, record })
+    }
+
+    /// Every record, sorted by creation time then id.
+    pub fn list(&self) -> Vec<KeyRecord> {
+        let mut all: Vec<KeyRecord> = self.records.read().values().cloned().collect();
+        all.sort_by(|a, b| (a.created_at, &a.key_id).cmp(&(b.created_at, &b.key_id)));
+        all
+    }
+
+    /// Revokes a key; `Ok(false)` if no such key. Takes effect for the next request.
+    pub fn revoke(&self, key_id: &str) -> Result<bool, KeyStoreError> {
+        let mut records = self.records.write();
+        let Some(rec) = records.get_mut(key_id) else {
+            return Ok(false);
+        };
+        if rec.revoked_at.is_none() {
+            rec.revoked_at = Some(Timestamp::now());
+        }
+        persist(&self.path, &records)?;
+        Ok(true)
+    }
+
+    fn insert_and_persist(&self, record: KeyRecord) -> Result<(), KeyStoreError> {
+        let mut records = self.records.write();
+        records.insert(record.key_id.clone(), record);
+        persist(&self.path, &records)
+    }
+}
+
+fn load_records(path: &Path) -> Result<HashMap<String, KeyRecord>, KeyStoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let list: Vec<KeyRecord> =
+        serde_json::from_slice(&bytes).map_err(|e| KeyStoreError::Corrupt {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(list.into_iter().map(|r| (r.key_id.clone(), r)).collect())
+}
+
+fn persist(path: &Path, records: &HashMap<String, KeyRecord>) -> Result<(), KeyStoreError> {
+    let mut list: Vec<&KeyRecord> = records.values().collect();
+    list.sort_by(|a, b| a.key_id.cmp(&b.key_id));
+    let bytes = serde_json::to_vec_pretty(&list).map_err(|e| KeyStoreError::Corrupt {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    fsutil::write_atomic(path, &bytes, 0o600).map_err(io_err(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_admin_key_is_written_once_and_persists() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (store, written) = KeyStore::open(dir.path(), None).expect("open");
+        let path = written.expect("admin key written");
+        let admin = std::fs::read_to_string(&path)
+            .expect("read")
+            .trim()
+            .to_string();
+        assert!(store
+            .authenticate(&admin)
+            .expect("admin")
+            .has_role(roles::ADMIN));
+        drop(store);
+        let (store, written) = KeyStore::open(dir.path(), None).expect("reopen");
+        assert!(written.is_none());
+        assert!(store.authenticate(&admin).is_ok());
+        let on_disk = std::fs::read_to_string(dir.path().join("keys.json")).expect("keys");
+        assert!(!on_disk.contains(&admin));
+    }
+
+    #[test]
+    fn tenant_keys_authenticate_and_revoke() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (store, _) = KeyStore::open(dir.path(), Some("env-secret")).expect("open");
+        assert!(!dir.path().join("admin.key").exists());
+        assert!(store
+            .authenticate("env-secret")
+            .expect("env admin")
+            .has_role(roles::ADMIN));
+        let new = store
+            .create("acme", vec![roles::READER.into()])
+            .expect("create");
+        let p = store.authenticate(&new.key).expect("auth");
+        assert_eq!(p.tenant(), Some("acme"));
+        let mut tampered = new.key.clone();
+        tampered.push('x');
+        assert!(store.authenticate(&tampered).is_err());
+        assert!(store.authenticate("epi_nope_secret").is_err());
+        assert!(store.revoke(&new.record.key_id).expect("revoke"));
+        assert!(store.authenticate(&new.key).is_err());
+        let (reopened, _) = KeyStore::open(dir.path(), Some("env-secret")).expect("reopen");
+        assert!(reopened.authenticate(&new.key).is_err());
+    }
+}

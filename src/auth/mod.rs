@@ -1,0 +1,137 @@
+//! Credentials → principal → grant. The only module that can construct a [`TenantGrant`],
+//! which every storage and retrieval call requires.
+//!
+//! Invariants: only SHA-256 digests of keys are stored; digests are compared in constant
+//! time; the tenant of every grant comes from the key record, never from a request; a
+//! revoked or unknown key never yields a principal.
+
+mod keys;
+
+pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey};
+
+use crate::error::{ErrorCode, Problem};
+
+/// Role names with built-in meaning.
+pub mod roles {
+    /// May write events.
+    pub const WRITER: &str = "writer";
+    /// May recall, list the timeline and get events.
+    pub const READER: &str = "reader";
+    /// May delete, erase, audit and compact.
+    pub const OPERATOR: &str = "operator";
+    /// May manage keys and policy.
+    pub const ADMIN: &str = "admin";
+    /// The seed's default approver role.
+    pub const MEMORY_REVIEWER: &str = "memory_reviewer";
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    key_id: String,
+    tenant: Option<String>,
+    roles: Vec<String>,
+}
+
+impl Principal {
+    /// The key's public id.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
+    /// The key's tenant (`None` for the admin key).
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// Whether the key holds `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
+
+    /// A tenant-bound grant for an action needing `role`, or 403 naming what is missing.
+    pub fn grant(&self, role: &str) -> Result<TenantGrant, Problem> {
+        let Some(tenant) = &self.tenant else {
+            return Err(Problem::new(
+                ErrorCode::Forbidden,
+                "this key is not bound to a tenant; create a tenant key with POST /v1/admin/keys",
+            ));
+        };
+        if !self.has_role(role) {
+            return Err(
+                Problem::new(ErrorCode::Forbidden, format!("missing role: {role}"))
+                    .with_extra("missingRole", serde_json::Value::String(role.to_string())),
+            );
+        }
+        Ok(TenantGrant {
+            tenant: tenant.clone(),
+            key_id: self.key_id.clone(),
+        })
+    }
+
+    /// Succeeds only for keys holding the admin role.
+    pub fn require_admin(&self) -> Result<(), Problem> {
+        if self.has_role(roles::ADMIN) {
+            return Ok(());
+        }
+        Err(
+            Problem::new(ErrorCode::Forbidden, "missing role: admin").with_extra(
+                "missingRole",
+                serde_json::Value::String(roles::ADMIN.to_string()),
+            ),
+        )
+    }
+}
+
+/// Proof that a caller may act within one tenant. Only this module constructs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantGrant {
+    tenant: String,
+    key_id: String,
+}
+
+impl TenantGrant {
+    /// The tenant every storage call is confined to.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The key that acts.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
+    /// A grant for in-process tools (eval, import) that act for a tenant without a key.
+    pub fn internal(tenant: &str, actor: &str) -> Self {
+        TenantGrant {
+            tenant: tenant.to_string(),
+            key_id: format!("internal:{actor}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(tenant: Option<&str>, roles: &[&str]) -> Principal {
+        Principal {
+            key_id: "k".into(),
+            tenant: tenant.map(str::to_string),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn grant_needs_tenant_and_role() {
+        let p = principal(Some("acme"), &[roles::READER]);
+        assert_eq!(p.grant(roles::READER).expect("grant").tenant(), "acme");
+        let err = p.grant(roles::WRITER).expect_err("no writer");
+        assert_eq!(err.code, ErrorCode::Forbidden);
+        assert!(err.detail.contains("writer"));
+        let admin = principal(None, &[roles::ADMIN]);
+        assert!(admin.grant(roles::READER).is_err());
+        assert!(admin.require_admin().is_ok());
+        assert!(p.require_admin().is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! Command-line and environment configuration, validated into the engine's configuration.
+//!
+//! Invariants: defaults < environment < flags (clap resolves env and flags); values are
+//! checked once here, so modules receive only valid settings.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::engine::EngineConfig;
+
+/// Settings of `episodic serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Directory holding the log, indexes and keys.
+    #[arg(long, env = "EPISODIC_DATA_DIR", default_value = "./data/var")]
+    pub data_dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "EPISODIC_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Directory with `manifest.json` and the model files (see `models/fetch.sh`).
+    #[arg(long, env = "EPISODIC_MODEL_DIR", default_value = "./models")]
+    pub model_dir: PathBuf,
+    /// How far in the future `occurredAt` may lie, in seconds.
+    #[arg(long, env = "EPISODIC_MAX_FUTURE_SKEW_SECS", default_value_t = 300)]
+    pub max_future_skew_secs: u32,
+    /// Maximum summary size in bytes.
+    #[arg(long, env = "EPISODIC_MAX_SUMMARY_BYTES", default_value_t = 4096)]
+    pub max_summary_bytes: usize,
+    /// Maximum request body size in bytes.
+    #[arg(long, env = "EPISODIC_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
+    pub max_body_bytes: usize,
+    /// Recency half-life in days.
+    #[arg(long, env = "EPISODIC_RECENCY_HALF_LIFE_DAYS", default_value_t = 180.0)]
+    pub recency_half_life_days: f64,
+    /// Ranking weights `relevance,recency,trust,confidence`.
+    #[arg(long, env = "EPISODIC_RANK_WEIGHTS", default_value = "0.7,0.1,0.1,0.1")]
+    pub rank_weights: String,
+    /// At or below this many in-scope candidates recall scores exactly.
+    #[arg(long, env = "EPISODIC_EXACT_MAX_CANDIDATES", default_value_t = 20_000)]
+    pub exact_max_candidates: usize,
+    /// Scope index refresh interval in milliseconds (fresh events are recallable at once regardless).
+    #[arg(long, env = "EPISODIC_REFRESH_MS", default_value_t = 500)]
+    pub refresh_ms: u64,
+    /// Registered event types, comma-separated (default: the seed's six).
+    #[arg(long, env = "EPISODIC_EVENT_TYPES")]
+    pub event_types: Option<String>,
+    /// Threads of the CPU pool (embedding, scoring).
+    #[arg(long, env = "EPISODIC_CPU_THREADS", default_value_t = 2)]
+    pub cpu_threads: usize,
+}
+
+impl ServeArgs {
+    /// Validates the settings into an engine configuration.
+    pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
+        let mut c = EngineConfig::new(self.data_dir.clone());
+        c.limits.max_future_skew_ms = i64::from(self.max_future_skew_secs) * 1000;
+        anyhow::ensure!(
+            self.max_summary_bytes >= 16,
+            "--max-summary-bytes must be at least 16"
+        );
+        c.limits.max_summary_bytes = self.max_summary_bytes;
+        if let Some(types) = &self.event_types {
+            let list: Vec<String> = types
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect();
+            anyhow::ensure!(
+                !list.is_empty(),
+                "--event-types must name at least one type"
+            );
+            c.limits.event_types = list;
+        }
+        anyhow::ensure!(
+            self.recency_half_life_days > 0.0,
+            "--recency-half-life-days must be positive"
+        );
+        c.rank.half_life_days = self.recency_half_life_days;
+        c.rank.weights = parse_weights(&self.rank_weights)?;
+        c.recall.exact_max_candidates = self.exact_max_candidates;
+        anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
+        c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
+        c.cpu_threads = self.cpu_threads.max(1);
+        Ok(c)
+    }
+}
+
+fn parse_weights(s: &str) -> anyhow::Result<crate::rank::Weights> {
+    let parts: Vec<f32> = s
+        .split(',')
+        .map(|p| p.trim().parse::<f32>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--rank-weights: {e}"))?;
+    let [relevance, recency, trust, confidence] = parts[..] else {
+        anyhow::bail!("--rank-weights needs four comma-separated numbers");
+    };
+    anyhow::ensure!(
+        parts.iter().all(|w| *w >= 0.0 && w.is_finite()),
+        "--rank-weights must be non-negative"
+    );
+    Ok(crate::rank::Weights {
+        relevance,
+        recency,
+        trust,
+        confidence,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_parse_and_reject() {
+        let w = parse_weights("0.5, 0.2,0.2,0.1").expect("ok");
+        assert_eq!(w.relevance, 0.5);
+        assert!(parse_weights("1,2").is_err());
+        assert!(parse_weights("1,2,x,4").is_err());
+        assert!(parse_weights("1,-2,3,4").is_err());
+    }
+}

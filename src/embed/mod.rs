@@ -1,0 +1,127 @@
+//! Text embedding: turns text into fixed-size dense vectors for vector retrieval.
+//!
+//! Role: every piece of text that enters the vector index, and every query that
+//! searches it, goes through an [`Embedder`]. Production uses [`FastEmbedder`]
+//! (all-MiniLM-L6-v2, int8 ONNX, run by ONNX Runtime loaded from
+//! `models/files/`); unit and property tests use the deterministic
+//! [`HashingEmbedder`], which needs no model files.
+//!
+//! Invariants:
+//! - every vector an [`Embedder`] returns has exactly [`Embedder::dim`] entries
+//!   (for both implementations here, [`EMBEDDING_DIM`]) and unit L2 norm, so a
+//!   dot product is the cosine similarity;
+//! - `embed(texts)` returns exactly one vector per input text, in input order,
+//!   or an error — never a partial result;
+//! - vectors from different [`Embedder::model_id`]s are not comparable: an index
+//!   must record the model id it was built with;
+//! - model files are only used after their sha256 matches `models/manifest.json`
+//!   ([`verify_model_dir`]); a missing or corrupt file is an error naming the file
+//!   and the command that fetches it ([`FETCH_COMMAND`]).
+
+mod fastembed;
+mod hashing;
+mod manifest;
+
+pub use self::fastembed::{FastEmbedder, DEFAULT_BATCH_SIZE, FAST_MODEL_ID};
+pub use self::hashing::{HashingEmbedder, HASHING_MODEL_ID};
+pub use self::manifest::{verify_model_dir, ManifestFile, ModelManifest, VerifiedFiles};
+
+/// Number of dimensions of every embedding produced in this module.
+pub const EMBEDDING_DIM: usize = 384;
+
+/// The command, relative to the repository root, that fetches the model files.
+pub const FETCH_COMMAND: &str = "bash models/fetch.sh";
+
+/// Why embedding, or loading an embedder, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// A file listed in the model manifest is not on disk.
+    #[error("model file missing: {path} (run `{fetch}` to fetch it)")]
+    MissingFile {
+        /// Path of the missing file.
+        path: String,
+        /// Command that fetches the model files.
+        fetch: String,
+    },
+    /// A model file is on disk but its sha256 does not match the manifest.
+    #[error("model file corrupt: {path}: expected sha256 {expected}, found {actual} (run `{fetch}` to fetch it again)")]
+    CorruptFile {
+        /// Path of the corrupt file.
+        path: String,
+        /// sha256 (hex) the manifest expects.
+        expected: String,
+        /// sha256 (hex) of the file on disk.
+        actual: String,
+        /// Command that fetches the model files.
+        fetch: String,
+    },
+    /// The manifest is unreadable or malformed.
+    #[error("model manifest invalid: {0}")]
+    Manifest(String),
+    /// ONNX Runtime, the tokenizer or the model failed.
+    #[error("embedding runtime failed: {0}")]
+    Runtime(String),
+    /// The runtime returned a different number of vectors than texts given.
+    #[error("embedder returned {got} vectors for {expected} texts")]
+    Count {
+        /// Number of texts given.
+        expected: usize,
+        /// Number of vectors returned.
+        got: usize,
+    },
+}
+
+/// Something that turns texts into L2-normalised vectors.
+pub trait Embedder: Send + Sync {
+    /// Stable identifier of the model, e.g. `"all-MiniLM-L6-v2-int8"` or `"hashing-test"`.
+    fn model_id(&self) -> &str;
+    /// Number of entries in every returned vector.
+    fn dim(&self) -> usize;
+    /// L2-normalised vectors, one per text, same order. Blocking CPU work: callers run it off async threads.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Scales `v` to unit L2 norm in place.
+///
+/// Fails if the norm is zero or not finite (such a vector cannot be normalised
+/// and would poison every similarity computed with it).
+fn l2_normalize(v: &mut [f32]) -> Result<(), EmbedError> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return Err(EmbedError::Runtime(format!(
+            "cannot normalise vector with norm {norm}"
+        )));
+    }
+    v.iter_mut().for_each(|x| *x /= norm);
+    Ok(())
+}
+
+/// Dot product of two vectors; the cosine similarity when both are normalised.
+#[cfg(test)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn l2_normalize_makes_unit_vectors_and_rejects_zero() {
+        let mut v = vec![3.0, 4.0];
+        l2_normalize(&mut v).expect("non-zero vector normalises");
+        assert!((dot(&v, &v) - 1.0).abs() < 1e-6);
+        assert!(l2_normalize(&mut [0.0, 0.0]).is_err());
+        assert!(l2_normalize(&mut [f32::NAN, 1.0]).is_err());
+    }
+
+    #[test]
+    fn error_messages_name_file_and_fetch_command() {
+        let e = EmbedError::MissingFile {
+            path: "models/files/model.onnx".into(),
+            fetch: FETCH_COMMAND.into(),
+        };
+        let s = e.to_string();
+        assert!(s.contains("models/files/model.onnx") && s.contains("bash models/fetch.sh"));
+    }
+}

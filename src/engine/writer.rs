@@ -1,0 +1,374 @@
+//! The single writer: one OS thread owns the log, batches concurrent writes into one fsync
+//! (group commit), applies them to the table and indexes, then answers the waiting requests.
+//!
+//! Invariants: a reply of success is sent only after the batch's fsync returned; checks that
+//! depend on stored state (idempotency, supersession) run here, serially, so they cannot
+//! race; the scope index is committed (and the fresh-doc watermark advanced) at most every
+//! `refresh_interval`, or at once for a `wait_for` request.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::{apply_put, Shared};
+use crate::model::{Decision, EventInput, EventStatus, StoredEvent, Timestamp};
+use crate::store::log::Log;
+use crate::store::record::{encode, PutRecord, Record};
+
+/// A write the handler has validated, decided and embedded.
+#[derive(Debug)]
+pub struct PendingPut {
+    /// Tenant from the grant.
+    pub tenant: String,
+    /// Writing key.
+    pub key_id: String,
+    /// Validated input.
+    pub input: EventInput,
+    /// Hash of the input.
+    pub input_hash: String,
+    /// Allow or review (denials never reach the writer).
+    pub decision: Decision,
+    /// Policy version that decided.
+    pub policy_version: String,
+    /// The summary's embedding.
+    pub vector: Vec<f32>,
+}
+
+/// What the writer answers for one put.
+#[derive(Debug)]
+pub enum PutReply {
+    /// Stored now.
+    Stored(StoredEvent, Decision),
+    /// Same id and content as an earlier write: the original result.
+    Replayed(StoredEvent, Decision),
+    /// A supersedes id does not exist in the tenant.
+    NotFound(String),
+    /// Conflicting id reuse, already-superseded target or a cycle.
+    Conflict(String),
+    /// The log could not be written; nothing was acknowledged.
+    Unavailable(String),
+}
+
+/// Commands for the writer thread.
+#[derive(Debug)]
+pub enum Command {
+    /// Store one event.
+    Put(Box<PendingPut>, oneshot::Sender<PutReply>),
+    /// Make everything acknowledged so far searchable in the scope index.
+    Refresh(oneshot::Sender<()>),
+    /// Flush indexes and stop.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Writer tuning.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Longest time a fresh event waits before the scope index commits.
+    pub refresh_interval: Duration,
+    /// Most puts in one group commit.
+    pub max_batch: usize,
+    /// Save an HNSW snapshot once this many inserts are unsaved and the writer is idle.
+    pub hnsw_save_every: usize,
+}
+
+/// The writer thread's state.
+pub struct Writer {
+    shared: Arc<Shared>,
+    log: Log,
+    config: WriterConfig,
+    last_commit: Instant,
+    unsaved_hnsw: usize,
+}
+
+/// Decisions taken for one batch before the fsync.
+struct BatchPlan {
+    accepted: Vec<(PutRecord, oneshot::Sender<PutReply>)>,
+    new_ids: HashMap<(String, String), (String, Decision, StoredEvent)>,
+    superseded: HashSet<(String, String)>,
+}
+
+impl Writer {
+    /// A writer over an opened log.
+    pub fn new(shared: Arc<Shared>, log: Log, config: WriterConfig) -> Self {
+        Writer {
+            shared,
+            log,
+            config,
+            last_commit: Instant::now(),
+            unsaved_hnsw: 0,
+        }
+    }
+
+    /// Runs until `Shutdown` or until every sender is gone.
+    pub fn run(mut self, rx: &Receiver<Command>) {
+        loop {
+            match rx.recv_timeout(self.config.refresh_interval) {
+                Ok(cmd) => {
+                    if !self.handle_batch(cmd, rx) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => self.idle(),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.flush();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Drains up to `max_batch` commands and processes them; false when shut down.
+    fn handle_batch(&mut self, first: Command, rx: &Receiver<Command>) -> bool {
+        let mut puts = Vec::new();
+        let mut refreshes = Vec::new();
+        let mut shutdown = None;
+        let mut next = Some(first);
+        while let Some(cmd) = next.take() {
+            match cmd {
+                Command::Put(p, reply) => puts.push((p, reply)),
+                Command::Refresh(reply) => refreshes.push(reply),
+                Command::Shutdown(reply) => shutdown = Some(reply),
+            }
+            if shutdown.is_none() && puts.len() < self.config.max_batch {
+                next = rx.try_recv().ok();
+            }
+        }
+        self.write_puts(puts);
+        let refresh_due = self.last_commit.elapsed() >= self.config.refresh_interval;
+        if !refreshes.is_empty() || refresh_due {
+            self.commit_scope();
+        }
+        for reply in refreshes {
+            let _ = reply.send(());
+        }
+        if let Some(reply) = shutdown {
+            self.flush();
+            let _ = reply.send(());
+            return false;
+        }
+        true
+    }
+
+    fn write_puts(&mut self, puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>) {
+        if puts.is_empty() {
+            return;
+        }
+        let plan = self.plan(puts);
+        if plan.accepted.is_empty() {
+            return;
+        }
+        let payloads: Vec<Vec<u8>> = plan
+            .accepted
+            .iter()
+            .map(|(put, _)| encode(&Record::Put(put.clone())))
+            .collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        match self.log.append_batch(&refs) {
+            Ok(seqs) => self.apply_batch(plan, &seqs),
+            Err(e) => {
+                tracing::error!(error = %e, "log append failed; batch not acknowledged");
+                for (_, reply) in plan.accepted {
+                    let _ = reply.send(PutReply::Unavailable(e.to_string()));
+                }
+            }
+        }
+    }
+
+    fn apply_batch(&mut self, plan: BatchPlan, seqs: &[u64]) {
+        for ((put, reply), seq) in plan.accepted.into_iter().zip(seqs) {
+            let event = put.event.clone();
+            let decision = put.decision.clone();
+            if let Err(e) = apply_put(&self.shared, *seq, put, true) {
+                tracing::error!(error = %e, "index update failed after a durable write");
+            }
+            self.unsaved_hnsw += 1;
+            let _ = reply.send(PutReply::Stored(event, decision));
+        }
+    }
+
+    /// Serial checks against stored state plus the batch so far.
+    fn plan(&self, puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>) -> BatchPlan {
+        let mut plan = BatchPlan {
+            accepted: Vec::new(),
+            new_ids: HashMap::new(),
+            superseded: HashSet::new(),
+        };
+        let recorded_at = Timestamp::now();
+        for (pending, reply) in puts {
+            match self.check(&pending, &plan, recorded_at) {
+                Ok(record) => {
+                    let key = (pending.tenant.clone(), record.event.event_id.clone());
+                    if matches!(record.decision, Decision::Allow { .. }) {
+                        for old in &record.event.supersedes_event_ids {
+                            plan.superseded
+                                .insert((pending.tenant.clone(), old.clone()));
+                        }
+                    }
+                    let value = (
+                        pending.input_hash.clone(),
+                        record.decision.clone(),
+                        record.event.clone(),
+                    );
+                    plan.new_ids.insert(key, value);
+                    plan.accepted.push((record, reply));
+                }
+                Err(answer) => {
+                    let _ = reply.send(answer);
+                }
+            }
+        }
+        plan
+    }
+
+    fn check(
+        &self,
+        p: &PendingPut,
+        plan: &BatchPlan,
+        recorded_at: Timestamp,
+    ) -> Result<PutRecord, PutReply> {
+        let event_id = match &p.input.event_id {
+            Some(id) => {
+                self.check_idempotent(p, id, plan)?;
+                id.clone()
+            }
+            None => uuid::Uuid::now_v7().to_string(),
+        };
+        self.check_supersedes(p, &event_id, plan)?;
+        let status = match p.decision {
+            Decision::Review { .. } => EventStatus::PendingReview,
+            Decision::Allow { .. } | Decision::Deny { .. } => EventStatus::Active,
+        };
+        let event = StoredEvent::from_input(
+            p.input.clone(),
+            event_id,
+            &p.tenant,
+            recorded_at,
+            &p.policy_version,
+            status,
+        );
+        Ok(PutRecord {
+            event,
+            input_hash: p.input_hash.clone(),
+            key_id: p.key_id.clone(),
+            decision: p.decision.clone(),
+            vector: p.vector.clone(),
+        })
+    }
+
+    fn check_idempotent(&self, p: &PendingPut, id: &str, plan: &BatchPlan) -> Result<(), PutReply> {
+        let key = (p.tenant.clone(), id.to_string());
+        if let Some((hash, decision, event)) = plan.new_ids.get(&key) {
+            return Err(replay_or_conflict(
+                &p.input_hash,
+                hash,
+                event.clone(),
+                decision.clone(),
+            ));
+        }
+        let table = self.shared.table.read();
+        match table.find(&p.tenant, id) {
+            Some(entry) => Err(replay_or_conflict(
+                &p.input_hash,
+                &entry.input_hash,
+                entry.event.clone(),
+                entry.decision.clone(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn check_supersedes(
+        &self,
+        p: &PendingPut,
+        new_id: &str,
+        plan: &BatchPlan,
+    ) -> Result<(), PutReply> {
+        let table = self.shared.table.read();
+        for old in &p.input.supersedes_event_ids {
+            if old == new_id {
+                return Err(PutReply::Conflict(format!(
+                    "event {new_id} cannot supersede itself"
+                )));
+            }
+            let key = (p.tenant.clone(), old.clone());
+            let status = match plan.new_ids.get(&key) {
+                Some((_, _, e)) => e.status,
+                None => match table.find(&p.tenant, old) {
+                    Some(entry) if !entry.is_expired(Timestamp::now()) => entry.event.status,
+                    _ => return Err(PutReply::NotFound(old.clone())),
+                },
+            };
+            if plan.superseded.contains(&key) || status == EventStatus::Superseded {
+                return Err(PutReply::Conflict(format!(
+                    "event {old} is already superseded"
+                )));
+            }
+            if status == EventStatus::PendingReview {
+                return Err(PutReply::Conflict(format!(
+                    "event {old} is pending review and cannot be superseded"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the scope index and publishes the new watermark.
+    fn commit_scope(&mut self) {
+        self.last_commit = Instant::now();
+        if !self.shared.scope.has_uncommitted() {
+            return;
+        }
+        let len = self.shared.table.read().len();
+        let last_seq = self.log.next_seq().saturating_sub(1);
+        match self.shared.scope.commit(last_seq) {
+            Ok(()) => self.shared.watermark.store(len, Ordering::Release),
+            Err(e) => {
+                tracing::error!(error = %e, "scope index commit failed; fresh events stay on the exact path")
+            }
+        }
+    }
+
+    fn idle(&mut self) {
+        self.commit_scope();
+        if self.unsaved_hnsw >= self.config.hnsw_save_every {
+            self.save_hnsw();
+        }
+    }
+
+    fn save_hnsw(&mut self) {
+        let last_seq = self.log.next_seq().saturating_sub(1);
+        match self.shared.hnsw.save(&self.shared.paths.hnsw, last_seq) {
+            Ok(()) => self.unsaved_hnsw = 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "hnsw snapshot failed; it will be rebuilt from the log if needed")
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        self.commit_scope();
+        if self.unsaved_hnsw > 0 {
+            self.save_hnsw();
+        }
+    }
+}
+
+fn replay_or_conflict(
+    new_hash: &str,
+    old_hash: &str,
+    event: StoredEvent,
+    decision: Decision,
+) -> PutReply {
+    if new_hash == old_hash {
+        PutReply::Replayed(event, decision)
+    } else {
+        PutReply::Conflict(format!(
+            "event {} already exists with different content",
+            event.event_id
+        ))
+    }
+}

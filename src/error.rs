@@ -1,0 +1,213 @@
+//! The crate's error-code table: every failure a client can see maps to one stable
+//! snake_case code and one HTTP status.
+//!
+//! Invariants: codes are never renamed (clients match on them); every variant is listed
+//! in each match (no wildcard arm), so adding a code forces a decision on its status.
+
+use serde::Serialize;
+
+/// A stable, client-visible error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Missing, malformed or unknown API key.
+    Unauthenticated,
+    /// The key lacks a role the route needs.
+    Forbidden,
+    /// A request body named a tenant other than the key's.
+    TenantMismatch,
+    /// No such resource in the caller's tenant (identical for foreign ids).
+    NotFound,
+    /// The request conflicts with stored state (idempotency, supersession).
+    Conflict,
+    /// Field-level validation failed; `errors` lists every problem.
+    ValidationFailed,
+    /// The body is not well-formed JSON.
+    MalformedJson,
+    /// The body exceeds the configured limit.
+    PayloadTooLarge,
+    /// The body is not declared as JSON.
+    UnsupportedMediaType,
+    /// The write policy refused the event; nothing was stored.
+    PolicyDenied,
+    /// Durable storage cannot accept writes right now (disk full, sync failure).
+    StorageUnavailable,
+    /// The server is still loading its model or indexes.
+    NotReady,
+    /// The route does not exist.
+    RouteNotFound,
+    /// The HTTP method is not allowed on this route.
+    MethodNotAllowed,
+    /// An unexpected internal failure.
+    Internal,
+}
+
+impl ErrorCode {
+    /// HTTP status for this code.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden | ErrorCode::TenantMismatch => 403,
+            ErrorCode::NotFound | ErrorCode::RouteNotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::Conflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::ValidationFailed | ErrorCode::PolicyDenied => 422,
+            ErrorCode::MalformedJson => 400,
+            ErrorCode::StorageUnavailable | ErrorCode::NotReady => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+
+    /// The snake_case wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::TenantMismatch => "tenant_mismatch",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::ValidationFailed => "validation_failed",
+            ErrorCode::MalformedJson => "malformed_json",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::PolicyDenied => "policy_denied",
+            ErrorCode::StorageUnavailable => "storage_unavailable",
+            ErrorCode::NotReady => "not_ready",
+            ErrorCode::RouteNotFound => "route_not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// Short human title for problem+json.
+    pub fn title(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthenticated => "authentication required",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::TenantMismatch => "tenant does not match the key",
+            ErrorCode::NotFound => "not found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::ValidationFailed => "validation failed",
+            ErrorCode::MalformedJson => "malformed json",
+            ErrorCode::PayloadTooLarge => "payload too large",
+            ErrorCode::UnsupportedMediaType => "unsupported media type",
+            ErrorCode::PolicyDenied => "denied by write policy",
+            ErrorCode::StorageUnavailable => "storage unavailable",
+            ErrorCode::NotReady => "not ready",
+            ErrorCode::RouteNotFound => "route not found",
+            ErrorCode::MethodNotAllowed => "method not allowed",
+            ErrorCode::Internal => "internal error",
+        }
+    }
+}
+
+/// One field-level validation problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `retention.expiresAt` or `sourceRefs[2]`.
+    pub field: String,
+    /// What is wrong, lowercase, no trailing period.
+    pub message: String,
+}
+
+impl FieldError {
+    /// Builds a field error.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A client-visible failure: a code, a detail message and optional extras.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// Human-readable detail.
+    pub detail: String,
+    /// Field errors (validation only).
+    pub errors: Vec<FieldError>,
+    /// Extra members merged into the problem body (e.g. the policy `decision`).
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Problem {
+    /// A problem with a code and detail.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Problem {
+            code,
+            detail: detail.into(),
+            errors: Vec::new(),
+            extra: None,
+        }
+    }
+
+    /// A `validation_failed` problem listing every field error.
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let detail = format!("{} field error(s)", errors.len());
+        Problem {
+            code: ErrorCode::ValidationFailed,
+            detail,
+            errors,
+            extra: None,
+        }
+    }
+
+    /// A `not_found` problem for an event id (same text whether foreign or absent).
+    pub fn event_not_found(event_id: &str) -> Self {
+        Problem::new(ErrorCode::NotFound, format!("event {event_id} not found"))
+    }
+
+    /// Adds one extra member to the body.
+    pub fn with_extra(mut self, key: &str, value: serde_json::Value) -> Self {
+        self.extra
+            .get_or_insert_with(serde_json::Map::new)
+            .insert(key.to_string(), value);
+        self
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.detail)
+    }
+}
+
+impl std::error::Error for Problem {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_snake_case_and_statuses_are_http_errors() {
+        let all = [
+            ErrorCode::Unauthenticated,
+            ErrorCode::Forbidden,
+            ErrorCode::TenantMismatch,
+            ErrorCode::NotFound,
+            ErrorCode::Conflict,
+            ErrorCode::ValidationFailed,
+            ErrorCode::MalformedJson,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::PolicyDenied,
+            ErrorCode::StorageUnavailable,
+            ErrorCode::NotReady,
+            ErrorCode::RouteNotFound,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::Internal,
+        ];
+        for code in all {
+            let s = code.as_str();
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
+            let json = serde_json::to_value(code).expect("serialize");
+            assert_eq!(json, serde_json::Value::String(s.to_string()));
+            assert!((400..600).contains(&code.status()));
+        }
+    }
+}

@@ -1,0 +1,1094 @@
+//! Scope index: the first stage of scope-first retrieval.
+//!
+//! A tantivy index over the *scope* attributes of every event (tenant, actor,
+//! project, event type, resource references, occurrence time) plus the event
+//! summary text for BM25 lexical retrieval. Retrieval narrows the candidate set
+//! here, by exact scope predicates, BEFORE any vector scoring happens.
+//!
+//! # Invariants
+//! - Every query built by this module contains a required term on the tenant
+//!   field: no search can cross tenants, whatever the rest of the filter says.
+//! - Results are engine-assigned internal ids (`doc: u32`, read from the `doc`
+//!   fast field), never tantivy's segment-local `DocId`s. [`ScopeIndex::search`]
+//!   returns them sorted ascending and unique.
+//! - [`matches`] is the in-memory twin of [`ScopeIndex::search`]: for every
+//!   committed document, `search(f)` contains its id iff `matches(f, doc)`.
+//!   The engine uses it for fresh events that are not committed yet.
+//! - The payload of every commit is the last log sequence number applied to the
+//!   index (decimal string); [`ScopeIndex::open`] returns it so the caller can
+//!   replay the log from the next sequence.
+//! - The index is derived data: it may be deleted at any time and rebuilt from
+//!   the log. A corrupt or unreadable index is reported as an error from
+//!   [`ScopeIndex::open`] and the caller rebuilds it.
+//! - The summary text is indexed but never stored, so merging segments
+//!   ([`ScopeIndex::merge_all`]) physically purges deleted events' text.
+//!
+//! Limitation inherited from tantivy: a single term longer than 65 530 bytes is
+//! not indexed, so a scope value (tenant, actor, ...) of that size never matches
+//! in `search` although `matches` would accept it.
+
+use std::fmt::Display;
+use std::ops::Bound;
+use std::path::Path;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tantivy::collector::{Collector, Count, SegmentCollector, TopDocs};
+use tantivy::columnar::Column;
+use tantivy::directory::MmapDirectory;
+use tantivy::query::{
+    BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, Query, RangeQuery, TermQuery,
+};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+};
+use tantivy::tokenizer::TokenStream;
+use tantivy::{
+    DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal, SegmentReader,
+    TantivyDocument, Term,
+};
+use tracing::{debug, info};
+
+/// Name of the internal-id field (u64 fast field).
+const DOC_FIELD: &str = "doc";
+/// Memory budget of the single index writer.
+const WRITER_MEMORY_BYTES: usize = 50_000_000;
+/// Indexing threads of the writer (the machine is shared; one is enough).
+const WRITER_THREADS: usize = 1;
+/// Attempts of [`ScopeIndex::merge_all`] while a background merge holds segments.
+const MERGE_ATTEMPTS: u32 = 40;
+/// Pause between two merge attempts.
+const MERGE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// One event as seen by the scope index.
+#[derive(Debug, Clone, Copy)]
+pub struct ScopeDoc<'a> {
+    /// Stable dense internal id assigned by the engine.
+    pub doc: u32,
+    /// Tenant owning the event.
+    pub tenant: &'a str,
+    /// Actor that produced the event.
+    pub actor: &'a str,
+    /// Optional project of the event.
+    pub project: Option<&'a str>,
+    /// Event type.
+    pub event_type: &'a str,
+    /// Resources referenced by the event (any number).
+    pub resource_refs: &'a [String],
+    /// Occurrence time, unix milliseconds.
+    pub occurred_at_ms: i64,
+    /// Event summary, indexed for BM25 lexical retrieval (not stored).
+    pub text: &'a str,
+}
+
+/// Scope predicate. Empty lists mean "any"; non-empty lists are any-of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeFilter {
+    /// Tenant; always required.
+    pub tenant: String,
+    /// Any of these actors (empty = any).
+    pub actor_ids: Vec<String>,
+    /// Any of these projects (empty = any); events without a project never
+    /// match a non-empty list.
+    pub project_ids: Vec<String>,
+    /// Any of these event types (empty = any).
+    pub event_types: Vec<String>,
+    /// The event references at least one of these resources (empty = any).
+    pub resource_refs: Vec<String>,
+    /// Inclusive lower bound: `occurred_at_ms >= after`.
+    pub occurred_after_ms: Option<i64>,
+    /// Exclusive upper bound: `occurred_at_ms < before`.
+    pub occurred_before_ms: Option<i64>,
+}
+
+/// Errors of the scope index.
+#[derive(Debug, thiserror::Error)]
+pub enum ScopeIndexError {
+    /// Any tantivy or I/O failure, with the index directory.
+    #[error("scope index at {path}: {message}")]
+    Index {
+        /// Index directory.
+        path: String,
+        /// Underlying error.
+        message: String,
+    },
+}
+
+/// Builds an error for the index at `path`.
+fn index_error(path: &str, err: impl Display) -> ScopeIndexError {
+    ScopeIndexError::Index {
+        path: path.to_string(),
+        message: err.to_string(),
+    }
+}
+
+/// Handles of the schema fields.
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    doc: Field,
+    tenant: Field,
+    actor: Field,
+    project: Field,
+    event_type: Field,
+    resource: Field,
+    occurred_at: Field,
+    text: Field,
+}
+
+/// Builds the schema and returns it with its field handles.
+fn build_schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("en_stem")
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        doc: b.add_u64_field(DOC_FIELD, INDEXED | FAST | STORED),
+        tenant: b.add_text_field("tenant", STRING),
+        actor: b.add_text_field("actor", STRING),
+        project: b.add_text_field("project", STRING),
+        event_type: b.add_text_field("event_type", STRING),
+        resource: b.add_text_field("resource", STRING),
+        occurred_at: b.add_i64_field("occurred_at", INDEXED | FAST),
+        text: b.add_text_field("text", text_options),
+    };
+    (b.build(), fields)
+}
+
+/// Writer plus the "has uncommitted operations" flag, guarded together.
+struct WriterState {
+    writer: IndexWriter,
+    dirty: bool,
+}
+
+/// Scope index over one directory. `Send + Sync`; share it through an `Arc`.
+pub struct ScopeIndex {
+    path: String,
+    index: Index,
+    reader: IndexReader,
+    writer: Mutex<WriterState>,
+    fields: Fields,
+}
+
+impl std::fmt::Debug for ScopeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeIndex")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScopeIndex {
+    /// Opens or creates the index in `dir`. Returns the last log seq recorded
+    /// in the latest commit payload (`None` for a new/never-committed index).
+    ///
+    /// A corrupt or unreadable index (or one with another schema) returns
+    /// `Err`; the caller deletes the directory and rebuilds from the log.
+    pub fn open(dir: &Path) -> Result<(ScopeIndex, Option<u64>), ScopeIndexError> {
+        let path = dir.display().to_string();
+        let err = |e: &dyn Display| index_error(&path, e);
+        std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
+        let directory = MmapDirectory::open(dir).map_err(|e| err(&e))?;
+        let (schema, fields) = build_schema();
+        let index = Index::open_or_create(directory, schema).map_err(|e| err(&e))?;
+        let last_seq = read_payload(&index, &path)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| err(&e))?;
+        let writer = index
+            .writer_with_num_threads(WRITER_THREADS, WRITER_MEMORY_BYTES)
+            .map_err(|e| err(&e))?;
+        debug!(path = %path, ?last_seq, "scope index opened");
+        let scope = ScopeIndex {
+            path,
+            index,
+            reader,
+            writer: Mutex::new(WriterState {
+                writer,
+                dirty: false,
+            }),
+            fields,
+        };
+        Ok((scope, last_seq))
+    }
+
+    /// Buffers `doc` for indexing; visible to searches after [`Self::commit`].
+    pub fn add(&self, doc: &ScopeDoc<'_>) -> Result<(), ScopeIndexError> {
+        let document = self.to_document(doc);
+        let mut state = self.writer.lock();
+        state
+            .writer
+            .add_document(document)
+            .map_err(|e| self.err(e))?;
+        state.dirty = true;
+        Ok(())
+    }
+
+    /// Deletes every document with internal id `doc` (visible after commit).
+    ///
+    /// Only documents added *before* this call are affected: `delete(d)` then
+    /// `add(d)` replaces the document.
+    pub fn delete(&self, doc: u32) -> Result<(), ScopeIndexError> {
+        let term = Term::from_field_u64(self.fields.doc, u64::from(doc));
+        let mut state = self.writer.lock();
+        state.writer.delete_term(term);
+        state.dirty = true;
+        Ok(())
+    }
+
+    /// Commits with payload = `last_seq` (decimal string), then reloads the
+    /// reader so searches see it. Returns when the commit is searchable.
+    pub fn commit(&self, last_seq: u64) -> Result<(), ScopeIndexError> {
+        let mut state = self.writer.lock();
+        let mut prepared = state.writer.prepare_commit().map_err(|e| self.err(e))?;
+        prepared.set_payload(&last_seq.to_string());
+        prepared.commit().map_err(|e| self.err(e))?;
+        state.dirty = false;
+        self.reader.reload().map_err(|e| self.err(e))?;
+        debug!(path = %self.path, last_seq, "scope index committed");
+        Ok(())
+    }
+
+    /// True when adds or deletes were buffered since the last commit.
+    pub fn has_uncommitted(&self) -> bool {
+        self.writer.lock().dirty
+    }
+
+    /// Internal ids of committed docs matching the filter, sorted ascending,
+    /// unique.
+    pub fn search(&self, filter: &ScopeFilter) -> Result<Vec<u32>, ScopeIndexError> {
+        let query = self.filter_query(filter);
+        let collector = DocIdsCollector;
+        self.reader
+            .searcher()
+            .search(&*query, &collector)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Number of committed docs matching the filter (nothing materialised).
+    pub fn count(&self, filter: &ScopeFilter) -> Result<usize, ScopeIndexError> {
+        let query = self.filter_query(filter);
+        self.reader
+            .searcher()
+            .search(&*query, &Count)
+            .map_err(|e| self.err(e))
+    }
+
+    /// BM25 lexical search of `query` restricted to `filter` (a required,
+    /// non-scoring clause); the top `k` `(doc, score)` pairs, best first.
+    ///
+    /// The query is tokenised with the text field's analyzer and never parsed
+    /// as a query language, so punctuation and operators cannot fail. A query
+    /// without any token, or `k == 0`, returns an empty list.
+    pub fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        let terms = self.text_terms(query)?;
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let text_query = any_of(terms, IndexRecordOption::WithFreqs);
+        let scope: Box<dyn Query> = Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0));
+        let query = BooleanQuery::new(vec![(Occur::Must, scope), (Occur::Must, text_query)]);
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(k))
+            .map_err(|e| self.err(e))?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let segment = searcher.segment_reader(address.segment_ord);
+            let column = segment
+                .fast_fields()
+                .u64(DOC_FIELD)
+                .map_err(|e| self.err(e))?;
+            if let Some(doc) = internal_id(&column, address.doc_id) {
+                hits.push((doc, score));
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Number of committed, non-deleted documents.
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Merges all committed segments into one (purging deleted documents) and
+    /// garbage-collects unused files. Blocking; the commit payload is kept.
+    pub fn merge_all(&self) -> Result<(), ScopeIndexError> {
+        let mut state = self.writer.lock();
+        for attempt in 1..=MERGE_ATTEMPTS {
+            let metas = self
+                .index
+                .searchable_segment_metas()
+                .map_err(|e| self.err(e))?;
+            if metas.len() <= 1 && metas.iter().all(|m| !m.has_deletes()) {
+                break;
+            }
+            let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
+            match state.writer.merge(&ids).wait() {
+                Ok(_) => break,
+                // A background merge may hold some of these segments: retry.
+                Err(e) if attempt < MERGE_ATTEMPTS => {
+                    debug!(path = %self.path, attempt, error = %e, "merge_all retry");
+                    std::thread::sleep(MERGE_RETRY_PAUSE);
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+        state
+            .writer
+            .garbage_collect_files()
+            .wait()
+            .map_err(|e| self.err(e))?;
+        self.reader.reload().map_err(|e| self.err(e))?;
+        info!(path = %self.path, "scope index merged into one segment");
+        Ok(())
+    }
+
+    /// Wraps an error with this index's path.
+    fn err(&self, e: impl Display) -> ScopeIndexError {
+        index_error(&self.path, e)
+    }
+
+    /// Converts a [`ScopeDoc`] into a tantivy document.
+    fn to_document(&self, doc: &ScopeDoc<'_>) -> TantivyDocument {
+        let f = &self.fields;
+        let mut d = TantivyDocument::default();
+        d.add_u64(f.doc, u64::from(doc.doc));
+        d.add_text(f.tenant, doc.tenant);
+        d.add_text(f.actor, doc.actor);
+        if let Some(project) = doc.project {
+            d.add_text(f.project, project);
+        }
+        d.add_text(f.event_type, doc.event_type);
+        for resource in doc.resource_refs {
+            d.add_text(f.resource, resource);
+        }
+        d.add_i64(f.occurred_at, doc.occurred_at_ms);
+        d.add_text(f.text, doc.text);
+        d
+    }
+
+    /// Builds the scope query: tenant AND each non-empty any-of group AND the
+    /// time range.
+    fn filter_query(&self, filter: &ScopeFilter) -> Box<dyn Query> {
+        let f = &self.fields;
+        if is_empty_range(filter) {
+            return Box::new(EmptyQuery);
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
+            Occur::Must,
+            Box::new(TermQuery::new(
+                Term::from_field_text(f.tenant, &filter.tenant),
+                IndexRecordOption::Basic,
+            )),
+        )];
+        let groups = [
+            (f.actor, &filter.actor_ids),
+            (f.project, &filter.project_ids),
+            (f.event_type, &filter.event_types),
+            (f.resource, &filter.resource_refs),
+        ];
+        for (field, values) in groups {
+            if !values.is_empty() {
+                let terms = values.iter().map(|v| Term::from_field_text(field, v));
+                clauses.push((
+                    Occur::Must,
+                    any_of(terms.collect(), IndexRecordOption::Basic),
+                ));
+            }
+        }
+        if let Some(range) = self.time_range(filter) {
+            clauses.push((Occur::Must, range));
+        }
+        Box::new(BooleanQuery::new(clauses))
+    }
+
+    /// Range query on `occurred_at` when at least one bound is present.
+    fn time_range(&self, filter: &ScopeFilter) -> Option<Box<dyn Query>> {
+        let field = self.fields.occurred_at;
+        let term = |v: i64| Term::from_field_i64(field, v);
+        let lower = filter
+            .occurred_after_ms
+            .map_or(Bound::Unbounded, |v| Bound::Included(term(v)));
+        let upper = filter
+            .occurred_before_ms
+            .map_or(Bound::Unbounded, |v| Bound::Excluded(term(v)));
+        if matches!((&lower, &upper), (Bound::Unbounded, Bound::Unbounded)) {
+            return None;
+        }
+        Some(Box::new(RangeQuery::new(lower, upper)))
+    }
+
+    /// Unique terms of `query` produced by the text field's analyzer.
+    fn text_terms(&self, query: &str) -> Result<Vec<Term>, ScopeIndexError> {
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(self.fields.text)
+            .map_err(|e| self.err(e))?;
+        let mut words = Vec::new();
+        analyzer
+            .token_stream(query)
+            .process(&mut |token| words.push(token.text.clone()));
+        words.sort_unstable();
+        words.dedup();
+        let field = self.fields.text;
+        Ok(words
+            .iter()
+            .map(|w| Term::from_field_text(field, w))
+            .collect())
+    }
+}
+
+/// True when the time bounds select nothing (`after >= before`).
+fn is_empty_range(filter: &ScopeFilter) -> bool {
+    matches!(
+        (filter.occurred_after_ms, filter.occurred_before_ms),
+        (Some(after), Some(before)) if after >= before
+    )
+}
+
+/// Should-of-TermQuery group: matches documents with at least one term.
+fn any_of(terms: Vec<Term>, option: IndexRecordOption) -> Box<dyn Query> {
+    let clauses = terms
+        .into_iter()
+        .map(|t| {
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(t, option)) as Box<dyn Query>,
+            )
+        })
+        .collect();
+    Box::new(BooleanQuery::new(clauses))
+}
+
+/// Reads the last log seq from the latest commit payload.
+fn read_payload(index: &Index, path: &str) -> Result<Option<u64>, ScopeIndexError> {
+    let metas = index.load_metas().map_err(|e| index_error(path, e))?;
+    match metas.payload {
+        None => Ok(None),
+        Some(payload) => payload
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|e| index_error(path, format!("bad commit payload {payload:?}: {e}"))),
+    }
+}
+
+/// Internal id of a segment-local doc, if present and in `u32` range.
+fn internal_id(column: &Column<u64>, doc: DocId) -> Option<u32> {
+    column.first(doc).and_then(|v| u32::try_from(v).ok())
+}
+
+/// Collects the internal ids (from the `doc` fast field) of matching docs,
+/// sorted ascending and unique.
+struct DocIdsCollector;
+
+/// Per-segment half of [`DocIdsCollector`].
+struct SegmentDocIds {
+    column: Column<u64>,
+    ids: Vec<u32>,
+    scratch: Vec<Option<u64>>,
+}
+
+impl Collector for DocIdsCollector {
+    type Fruit = Vec<u32>;
+    type Child = SegmentDocIds;
+
+    fn for_segment(
+        &self,
+        _ordinal: SegmentOrdinal,
+        segment: &SegmentReader,
+    ) -> tantivy::Result<SegmentDocIds> {
+        let column = segment.fast_fields().u64(DOC_FIELD)?;
+        Ok(SegmentDocIds {
+            column,
+            ids: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        false
+    }
+
+    fn merge_fruits(&self, fruits: Vec<Vec<u32>>) -> tantivy::Result<Vec<u32>> {
+        let mut all: Vec<u32> = fruits.into_iter().flatten().collect();
+        all.sort_unstable();
+        all.dedup();
+        Ok(all)
+    }
+}
+
+impl SegmentCollector for SegmentDocIds {
+    type Fruit = Vec<u32>;
+
+    fn collect(&mut self, doc: DocId, _score: Score) {
+        if let Some(id) = internal_id(&self.column, doc) {
+            self.ids.push(id);
+        }
+    }
+
+    fn collect_block(&mut self, docs: &[DocId]) {
+        self.scratch.clear();
+        self.scratch.resize(docs.len(), None);
+        self.column.first_vals(docs, &mut self.scratch);
+        let ids = self
+            .scratch
+            .iter()
+            .filter_map(|v| v.and_then(|v| u32::try_from(v).ok()));
+        self.ids.extend(ids);
+    }
+
+    fn harvest(self) -> Vec<u32> {
+        self.ids
+    }
+}
+
+/// Pure in-memory predicate with exactly the semantics of
+/// [`ScopeIndex::search`]; used for fresh, not-yet-committed events.
+pub fn matches(filter: &ScopeFilter, doc: &ScopeDoc<'_>) -> bool {
+    doc.tenant == filter.tenant
+        && any_or_contains(&filter.actor_ids, doc.actor)
+        && project_matches(&filter.project_ids, doc.project)
+        && any_or_contains(&filter.event_types, doc.event_type)
+        && resources_match(&filter.resource_refs, doc.resource_refs)
+        && filter
+            .occurred_after_ms
+            .is_none_or(|a| doc.occurred_at_ms >= a)
+        && filter
+            .occurred_before_ms
+            .is_none_or(|b| doc.occurred_at_ms < b)
+}
+
+/// Empty list = any; otherwise `value` must be in the list.
+fn any_or_contains(list: &[String], value: &str) -> bool {
+    list.is_empty() || list.iter().any(|v| v == value)
+}
+
+/// Empty list = any; otherwise the event must have one of the projects.
+fn project_matches(list: &[String], project: Option<&str>) -> bool {
+    list.is_empty() || project.is_some_and(|p| list.iter().any(|v| v == p))
+}
+
+/// Empty list = any; otherwise the event references one of the resources.
+fn resources_match(list: &[String], refs: &[String]) -> bool {
+    list.is_empty() || refs.iter().any(|r| list.contains(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::Instant;
+
+    /// Owned test event.
+    #[derive(Debug, Clone)]
+    struct Ev {
+        doc: u32,
+        tenant: String,
+        actor: String,
+        project: Option<String>,
+        event_type: String,
+        resources: Vec<String>,
+        at: i64,
+        text: String,
+    }
+
+    impl Ev {
+        fn as_doc(&self) -> ScopeDoc<'_> {
+            ScopeDoc {
+                doc: self.doc,
+                tenant: &self.tenant,
+                actor: &self.actor,
+                project: self.project.as_deref(),
+                event_type: &self.event_type,
+                resource_refs: &self.resources,
+                occurred_at_ms: self.at,
+                text: &self.text,
+            }
+        }
+    }
+
+    fn ev(doc: u32, tenant: &str, actor: &str, project: Option<&str>, ty: &str, at: i64) -> Ev {
+        Ev {
+            doc,
+            tenant: tenant.into(),
+            actor: actor.into(),
+            project: project.map(Into::into),
+            event_type: ty.into(),
+            resources: Vec::new(),
+            at,
+            text: String::new(),
+        }
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn tenant(t: &str) -> ScopeFilter {
+        ScopeFilter {
+            tenant: t.into(),
+            ..ScopeFilter::default()
+        }
+    }
+
+    fn open_tmp() -> (tempfile::TempDir, ScopeIndex) {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, seq) = ScopeIndex::open(dir.path()).unwrap();
+        assert_eq!(seq, None);
+        (dir, index)
+    }
+
+    fn add_all(index: &ScopeIndex, evs: &[Ev]) {
+        for e in evs {
+            index.add(&e.as_doc()).unwrap();
+        }
+    }
+
+    /// Fixture: two tenants sharing actor names.
+    fn fixture() -> Vec<Ev> {
+        let mut evs = vec![
+            ev(1, "t1", "alice", Some("p1"), "note", 100),
+            ev(2, "t1", "bob", Some("p2"), "commit", 200),
+            ev(3, "t1", "alice", None, "commit", 300),
+            ev(4, "t1", "carol", Some("p1"), "deploy", 400),
+            ev(5, "t2", "alice", Some("p1"), "note", 100),
+            ev(6, "t2", "bob", None, "commit", 500),
+        ];
+        evs[0].resources = strings(&["file:a", "file:b"]);
+        evs[1].resources = strings(&["file:b"]);
+        evs[3].resources = strings(&["svc:x"]);
+        evs[4].resources = strings(&["file:a"]);
+        evs
+    }
+
+    fn fixture_index() -> (tempfile::TempDir, ScopeIndex, Vec<Ev>) {
+        let (dir, index) = open_tmp();
+        let evs = fixture();
+        add_all(&index, &evs);
+        index.commit(6).unwrap();
+        (dir, index, evs)
+    }
+
+    /// Asserts search == expected, count agrees, and `matches` agrees.
+    fn check(index: &ScopeIndex, evs: &[Ev], filter: &ScopeFilter, expected: &[u32]) {
+        assert_eq!(index.search(filter).unwrap(), expected, "{filter:?}");
+        assert_eq!(index.count(filter).unwrap(), expected.len());
+        let by_pred: Vec<u32> = evs
+            .iter()
+            .filter(|e| matches(filter, &e.as_doc()))
+            .map(|e| e.doc)
+            .collect();
+        assert_eq!(by_pred, expected, "matches() disagrees for {filter:?}");
+    }
+
+    #[test]
+    fn index_is_send_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<ScopeIndex>();
+    }
+
+    #[test]
+    fn each_dimension_and_combinations() {
+        let (_d, index, evs) = fixture_index();
+        check(&index, &evs, &tenant("t1"), &[1, 2, 3, 4]);
+        check(&index, &evs, &tenant("t2"), &[5, 6]);
+        check(&index, &evs, &tenant("nobody"), &[]);
+        let mut f = tenant("t1");
+        f.actor_ids = strings(&["alice", "carol"]);
+        check(&index, &evs, &f, &[1, 3, 4]);
+        let mut f = tenant("t1");
+        f.event_types = strings(&["commit"]);
+        check(&index, &evs, &f, &[2, 3]);
+        let mut f = tenant("t1");
+        f.project_ids = strings(&["p1"]);
+        check(&index, &evs, &f, &[1, 4]);
+        let mut f = tenant("t1");
+        f.actor_ids = strings(&["alice"]);
+        f.event_types = strings(&["commit", "note"]);
+        f.project_ids = strings(&["p1", "p2"]);
+        check(&index, &evs, &f, &[1]);
+    }
+
+    #[test]
+    fn tenant_isolation() {
+        let (_d, index, evs) = fixture_index();
+        let mut f = tenant("t2");
+        f.actor_ids = strings(&["alice", "bob"]);
+        check(&index, &evs, &f, &[5, 6]);
+        f.tenant = "t1".into();
+        check(&index, &evs, &f, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn time_range_edges() {
+        let (_d, index, evs) = fixture_index();
+        let mut f = tenant("t1");
+        f.occurred_after_ms = Some(200);
+        check(&index, &evs, &f, &[2, 3, 4]);
+        f.occurred_before_ms = Some(400);
+        check(&index, &evs, &f, &[2, 3]);
+        f.occurred_after_ms = None;
+        check(&index, &evs, &f, &[1, 2, 3]);
+        f.occurred_after_ms = Some(300);
+        f.occurred_before_ms = Some(300);
+        check(&index, &evs, &f, &[]);
+        f.occurred_after_ms = Some(301);
+        f.occurred_before_ms = Some(300);
+        check(&index, &evs, &f, &[]);
+        f.occurred_after_ms = Some(i64::MIN);
+        f.occurred_before_ms = Some(i64::MAX);
+        check(&index, &evs, &f, &[1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn resources_any_of() {
+        let (_d, index, evs) = fixture_index();
+        let mut f = tenant("t1");
+        f.resource_refs = strings(&["file:b"]);
+        check(&index, &evs, &f, &[1, 2]);
+        f.resource_refs = strings(&["file:a", "svc:x"]);
+        check(&index, &evs, &f, &[1, 4]);
+        f.resource_refs = strings(&["none"]);
+        check(&index, &evs, &f, &[]);
+    }
+
+    #[test]
+    fn project_list_excludes_projectless() {
+        let (_d, index, evs) = fixture_index();
+        let mut f = tenant("t2");
+        f.project_ids = strings(&["p1", "p2"]);
+        check(&index, &evs, &f, &[5]);
+        let mut f = tenant("t1");
+        f.actor_ids = strings(&["alice"]);
+        check(&index, &evs, &f, &[1, 3]);
+        f.project_ids = strings(&["p1", "p2", ""]);
+        check(&index, &evs, &f, &[1]);
+    }
+
+    #[test]
+    fn payload_round_trip_and_visibility() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (index, seq) = ScopeIndex::open(dir.path()).unwrap();
+            assert_eq!(seq, None);
+            assert!(!index.has_uncommitted());
+            index.add(&fixture()[0].as_doc()).unwrap();
+            assert!(index.has_uncommitted());
+            assert_eq!(index.search(&tenant("t1")).unwrap(), Vec::<u32>::new());
+            assert_eq!(index.num_docs(), 0);
+            index.commit(41).unwrap();
+            assert!(!index.has_uncommitted());
+            assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1]);
+            index.commit(42).unwrap();
+        }
+        let (index, seq) = ScopeIndex::open(dir.path()).unwrap();
+        assert_eq!(seq, Some(42));
+        assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1]);
+        assert_eq!(index.num_docs(), 1);
+    }
+
+    #[test]
+    fn corrupt_index_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (index, _) = ScopeIndex::open(dir.path()).unwrap();
+            index.add(&fixture()[0].as_doc()).unwrap();
+            index.commit(1).unwrap();
+        }
+        std::fs::write(dir.path().join("meta.json"), b"{not json").unwrap();
+        let err = ScopeIndex::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("scope index at"), "{err}");
+    }
+
+    #[test]
+    fn delete_after_commit() {
+        let (_d, index, _) = fixture_index();
+        index.delete(3).unwrap();
+        assert!(index.has_uncommitted());
+        assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 3, 4]);
+        index.commit(7).unwrap();
+        assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 4]);
+        assert_eq!(index.count(&tenant("t1")).unwrap(), 3);
+        assert_eq!(index.num_docs(), 5);
+    }
+
+    #[test]
+    fn delete_then_add_replaces() {
+        let (_d, index, evs) = fixture_index();
+        index.delete(1).unwrap();
+        let mut moved = evs[0].clone();
+        moved.actor = "zed".into();
+        index.add(&moved.as_doc()).unwrap();
+        index.commit(8).unwrap();
+        let mut f = tenant("t1");
+        f.actor_ids = strings(&["alice"]);
+        assert_eq!(index.search(&f).unwrap(), vec![3]);
+        f.actor_ids = strings(&["zed"]);
+        assert_eq!(index.search(&f).unwrap(), vec![1]);
+        assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn merge_all_keeps_results_and_payload() {
+        let dir = tempfile::tempdir().unwrap();
+        let evs = fixture();
+        {
+            let (index, _) = ScopeIndex::open(dir.path()).unwrap();
+            for (i, e) in evs.iter().enumerate() {
+                index.add(&e.as_doc()).unwrap();
+                index.commit(i as u64).unwrap();
+            }
+            index.delete(2).unwrap();
+            index.commit(99).unwrap();
+            index.merge_all().unwrap();
+            let metas = index.index.searchable_segment_metas().unwrap();
+            assert_eq!(metas.len(), 1);
+            assert!(!metas[0].has_deletes());
+            assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 3, 4]);
+            assert_eq!(index.num_docs(), 5);
+            let mut f = tenant("t1");
+            f.resource_refs = strings(&["file:b"]);
+            assert_eq!(index.search(&f).unwrap(), vec![1]);
+            index.merge_all().unwrap();
+        }
+        let (index, seq) = ScopeIndex::open(dir.path()).unwrap();
+        assert_eq!(seq, Some(99));
+        assert_eq!(index.search(&tenant("t2")).unwrap(), vec![5, 6]);
+    }
+
+    fn text_fixture() -> (tempfile::TempDir, ScopeIndex) {
+        let (dir, index) = open_tmp();
+        let texts = [
+            (1, "t1", "Deployed the billing service to production"),
+            (2, "t1", "Reviewed pull request for search ranking"),
+            (3, "t1", "Billing invoice failed; retried billing job twice"),
+            (4, "t2", "Billing billing billing billing"),
+            (5, "t1", "Lunch with the team"),
+        ];
+        for (doc, t, text) in texts {
+            let mut e = ev(doc, t, "a", None, "note", 0);
+            e.text = text.into();
+            index.add(&e.as_doc()).unwrap();
+        }
+        index.commit(5).unwrap();
+        (dir, index)
+    }
+
+    #[test]
+    fn lexical_ranks_and_is_scoped() {
+        let (_d, index) = text_fixture();
+        let hits = index.lexical(&tenant("t1"), "billing", 10).unwrap();
+        let ids: Vec<u32> = hits.iter().map(|h| h.0).collect();
+        assert_eq!(ids, vec![3, 1], "{hits:?}");
+        assert!(hits[0].1 > hits[1].1 && hits[1].1 > 0.0);
+        // stemming: "deploying" matches "Deployed"
+        let hits = index.lexical(&tenant("t1"), "deploying", 10).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![1]);
+        let hits = index.lexical(&tenant("t2"), "billing", 10).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![4]);
+        let hits = index.lexical(&tenant("t1"), "search ranking", 1).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![2]);
+        let mut f = tenant("t1");
+        f.occurred_after_ms = Some(1);
+        assert!(index.lexical(&f, "billing", 10).unwrap().is_empty());
+        assert!(index
+            .lexical(&tenant("t1"), "billing", 0)
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn lexical_never_errors_on_operators() {
+        let (_d, index) = text_fixture();
+        for q in [
+            "\"AND OR ( : * -",
+            "billing AND (",
+            "title:billing",
+            "\"unterminated",
+            "-billing +* ~2 ^3 [a TO b} {}",
+            "",
+            "   ",
+            "ünïcödé 日本語 🚀",
+            "\\ / ? ! @ # $ % & | < > =",
+        ] {
+            let hits = index.lexical(&tenant("t1"), q, 5);
+            assert!(hits.is_ok(), "{q:?}: {hits:?}");
+        }
+        let hits = index.lexical(&tenant("t1"), "billing AND (", 5).unwrap();
+        assert_eq!(hits[0].0, 3);
+    }
+
+    fn pick(alphabet: &'static [&'static str]) -> impl Strategy<Value = String> {
+        proptest::sample::select(alphabet).prop_map(String::from)
+    }
+
+    fn subset(alphabet: &'static [&'static str]) -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec(pick(alphabet), 0..3)
+    }
+
+    fn arb_ev() -> impl Strategy<Value = Ev> {
+        (
+            pick(&["t0", "t1"]),
+            pick(&["a0", "a1", "a2"]),
+            proptest::option::of(pick(&["p0", "p1"])),
+            pick(&["x", "y", "z"]),
+            subset(&["r0", "r1", "r2", "r3"]),
+            -5i64..100,
+        )
+            .prop_map(|(tenant, actor, project, event_type, resources, at)| Ev {
+                doc: 0,
+                tenant,
+                actor,
+                project,
+                event_type,
+                resources,
+                at,
+                text: String::new(),
+            })
+    }
+
+    fn arb_filter() -> impl Strategy<Value = ScopeFilter> {
+        (
+            pick(&["t0", "t1", "t9"]),
+            subset(&["a0", "a1", "a2", "a9"]),
+            subset(&["p0", "p1", "p9"]),
+            subset(&["x", "y", "z", "w"]),
+            subset(&["r0", "r1", "r2", "r3", "r9"]),
+            proptest::option::of(-10i64..110),
+            proptest::option::of(-10i64..110),
+        )
+            .prop_map(|(tenant, a, p, t, r, after, before)| ScopeFilter {
+                tenant,
+                actor_ids: a,
+                project_ids: p,
+                event_types: t,
+                resource_refs: r,
+                occurred_after_ms: after,
+                occurred_before_ms: before,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn search_equals_matches(
+            mut evs in proptest::collection::vec(arb_ev(), 0..60),
+            filters in proptest::collection::vec(arb_filter(), 1..12),
+            deleted in proptest::collection::vec(0u32..60, 0..5),
+            merge in any::<bool>(),
+        ) {
+            for (i, e) in evs.iter_mut().enumerate() {
+                e.doc = (i as u32) * 3 + 7; // sparse, unordered relative to segments
+            }
+            let (_dir, index) = open_tmp();
+            let half = evs.len() / 2;
+            add_all(&index, &evs[half..]);
+            index.commit(1).unwrap();
+            add_all(&index, &evs[..half]);
+            for d in &deleted {
+                index.delete(d * 3 + 7).unwrap();
+            }
+            index.commit(2).unwrap();
+            if merge {
+                index.merge_all().unwrap();
+            }
+            let alive: Vec<&Ev> = evs
+                .iter()
+                .filter(|e| !deleted.iter().any(|d| d * 3 + 7 == e.doc))
+                .collect();
+            for f in &filters {
+                let expected: Vec<u32> = alive
+                    .iter()
+                    .filter(|e| matches(f, &e.as_doc()))
+                    .map(|e| e.doc)
+                    .collect();
+                prop_assert_eq!(&index.search(f).unwrap(), &expected, "filter {:?}", f);
+                prop_assert_eq!(index.count(f).unwrap(), expected.len());
+            }
+        }
+    }
+
+    /// Latency measurement at 100k docs; run with
+    /// `cargo test --release -- --ignored --nocapture measure_latency`.
+    #[test]
+    #[ignore]
+    fn measure_latency() {
+        let (_d, index) = open_tmp();
+        let n: u32 = 100_000;
+        let start = Instant::now();
+        for i in 0..n {
+            // 80% in one big tenant, the rest spread over 50 small tenants.
+            let tenant = if i % 5 != 0 {
+                "big".to_string()
+            } else {
+                format!("small{}", i % 50)
+            };
+            let actor = format!("actor{}", i % 200);
+            let project = format!("p{}", i % 20);
+            let res = vec![format!("file:{}", i % 1000)];
+            let text = format!("event number {i} about topic{} and billing", i % 100);
+            let doc = ScopeDoc {
+                doc: i,
+                tenant: &tenant,
+                actor: &actor,
+                project: Some(&project),
+                event_type: ["note", "commit", "deploy"][(i % 3) as usize],
+                resource_refs: &res,
+                occurred_at_ms: i64::from(i) * 1000,
+                text: &text,
+            };
+            index.add(&doc).unwrap();
+            if i % 10_000 == 9_999 {
+                index.commit(u64::from(i)).unwrap();
+            }
+        }
+        index.commit(u64::from(n)).unwrap();
+        println!("indexed {n} docs in {:?}", start.elapsed());
+        let mut f = tenant("big");
+        f.actor_ids = vec!["actor7".into()];
+        time("tenant∧actor", 200, || index.search(&f).unwrap().len());
+        time("big tenant (80k)", 50, || {
+            index.search(&tenant("big")).unwrap().len()
+        });
+        time("big tenant count", 200, || {
+            index.count(&tenant("big")).unwrap()
+        });
+        let mut f = tenant("big");
+        f.occurred_after_ms = Some(10_000_000);
+        f.occurred_before_ms = Some(20_000_000);
+        f.event_types = vec!["note".into(), "commit".into()];
+        time("big tenant∧type∧time", 100, || {
+            index.search(&f).unwrap().len()
+        });
+        time("lexical big tenant k=20", 100, || {
+            index
+                .lexical(&tenant("big"), "billing topic7", 20)
+                .unwrap()
+                .len()
+        });
+        index.merge_all().unwrap();
+        time("big tenant after merge_all", 50, || {
+            index.search(&tenant("big")).unwrap().len()
+        });
+    }
+
+    fn time(label: &str, iters: u32, mut f: impl FnMut() -> usize) {
+        let hits = f();
+        let start = Instant::now();
+        for _ in 0..iters {
+            std::hint::black_box(f());
+        }
+        let per = start.elapsed() / iters;
+        println!("{label}: {hits} hits, {per:?}/query");
+    }
+}

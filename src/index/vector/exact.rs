@@ -1,0 +1,255 @@
+//! Exact (brute-force) scoring: the reference path, and the fast path for
+//! small candidate sets.
+//!
+//! # Invariants
+//!
+//! * `exact_scores(..)[i]` is the dot product of the query with the vector of
+//!   `candidates[i]` (cosine for normalised vectors); ids the store does not
+//!   know score `f32::NEG_INFINITY`.
+//! * [`top_k`] orders by score descending, ties by id ascending; NaN scores
+//!   rank as `NEG_INFINITY`. The result is deterministic and independent of
+//!   thread scheduling.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use rayon::prelude::*;
+
+use super::store::VectorStore;
+
+/// Candidates scored per rayon task (≈ 0.1 ms of work at dim 384).
+const SCORE_CHUNK: usize = 1024;
+/// Below this many scores `top_k` stays on the calling thread.
+const PAR_TOP_K_MIN: usize = 1 << 16;
+/// Scores per rayon task in `top_k`.
+const TOP_K_CHUNK: usize = 1 << 14;
+/// Independent accumulators in [`dot`], so LLVM can vectorise the loop.
+const LANES: usize = 16;
+
+/// Cosine (dot) of `query` with every candidate, in candidate order, computed
+/// in parallel with rayon. Unknown ids get `f32::NEG_INFINITY`; a `query` of
+/// the wrong dimension scores every candidate `f32::NEG_INFINITY`.
+pub fn exact_scores(store: &VectorStore, query: &[f32], candidates: &[u32]) -> Vec<f32> {
+    let mut out = vec![f32::NEG_INFINITY; candidates.len()];
+    if query.len() != store.dim() {
+        tracing::warn!(
+            expected = store.dim(),
+            got = query.len(),
+            "query dimension mismatch"
+        );
+        return out;
+    }
+    let snap = store.snapshot();
+    let score_chunk = |(ids, scores): (&[u32], &mut [f32])| {
+        let reader = snap.reader();
+        for (id, score) in ids.iter().zip(scores.iter_mut()) {
+            if let Some(v) = reader.vector(*id) {
+                *score = dot(query, v);
+            }
+        }
+    };
+    if candidates.len() <= SCORE_CHUNK {
+        score_chunk((candidates, &mut out));
+    } else {
+        candidates
+            .par_chunks(SCORE_CHUNK)
+            .zip(out.par_chunks_mut(SCORE_CHUNK))
+            .for_each(score_chunk);
+    }
+    out
+}
+
+/// Dot product with `LANES` independent partial sums (vectorisable).
+#[inline]
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// A scored id ordered so that `Less` means "ranks first".
+#[derive(Clone, Copy, Debug)]
+struct Ranked {
+    score: f32,
+    id: u32,
+}
+
+impl Ranked {
+    fn new(id: u32, score: f32) -> Self {
+        let score = if score.is_nan() {
+            f32::NEG_INFINITY
+        } else {
+            score
+        };
+        Self { score, id }
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then(self.id.cmp(&other.id))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+/// Top `k` `(id, score)` pairs of the parallel slices `ids`/`scores`, best
+/// first (score descending, ties by id ascending). Extra elements of the
+/// longer slice are ignored. O(n log k); parallel for large inputs.
+pub fn top_k(ids: &[u32], scores: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let n = ids.len().min(scores.len());
+    let (ids, scores) = (&ids[..n], &scores[..n]);
+    if k == 0 || n == 0 {
+        return Vec::new();
+    }
+    let heap = if n < PAR_TOP_K_MIN {
+        heap_top_k(ids.iter().zip(scores), k)
+    } else {
+        ids.par_chunks(TOP_K_CHUNK)
+            .zip(scores.par_chunks(TOP_K_CHUNK))
+            .map(|(i, s)| heap_top_k(i.iter().zip(s), k))
+            .reduce(BinaryHeap::new, |a, b| merge_heaps(a, b, k))
+    };
+    heap.into_sorted_vec()
+        .into_iter()
+        .map(|r| (r.id, r.score))
+        .collect()
+}
+
+/// Bounded heap of the best `k`; its maximum is the worst kept element.
+fn heap_top_k<'a>(items: impl Iterator<Item = (&'a u32, &'a f32)>, k: usize) -> BinaryHeap<Ranked> {
+    let mut heap = BinaryHeap::with_capacity(k + 1);
+    for (&id, &score) in items {
+        offer(&mut heap, Ranked::new(id, score), k);
+    }
+    heap
+}
+
+/// Keeps `r` if it ranks among the best `k` seen so far.
+#[inline]
+fn offer(heap: &mut BinaryHeap<Ranked>, r: Ranked, k: usize) {
+    if heap.len() < k {
+        heap.push(r);
+    } else if heap.peek().is_some_and(|worst| r < *worst) {
+        heap.pop();
+        heap.push(r);
+    }
+}
+
+fn merge_heaps(a: BinaryHeap<Ranked>, b: BinaryHeap<Ranked>, k: usize) -> BinaryHeap<Ranked> {
+    let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    for r in small {
+        offer(&mut big, r, k);
+    }
+    big
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn naive_dot(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    fn reference_top_k(ids: &[u32], scores: &[f32], k: usize) -> Vec<(u32, f32)> {
+        let mut all: Vec<Ranked> = ids
+            .iter()
+            .zip(scores)
+            .map(|(&i, &s)| Ranked::new(i, s))
+            .collect();
+        all.sort();
+        all.into_iter().take(k).map(|r| (r.id, r.score)).collect()
+    }
+
+    fn store_of(vectors: &[Vec<f32>], dim: usize) -> VectorStore {
+        let store = VectorStore::new(dim);
+        for (id, v) in vectors.iter().enumerate() {
+            store.push(id as u32, v).unwrap();
+        }
+        store
+    }
+
+    #[test]
+    fn dot_handles_remainders() {
+        let a: Vec<f32> = (0..37).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..37).map(|i| 1.0 - i as f32 * 0.5).collect();
+        assert!((dot(&a, &b) - naive_dot(&a, &b)).abs() < 1e-2);
+    }
+
+    #[test]
+    fn unknown_ids_and_bad_query() {
+        let store = store_of(&[vec![1.0, 0.0], vec![0.0, 1.0]], 2);
+        let s = exact_scores(&store, &[1.0, 0.0], &[1, 0, 9]);
+        assert_eq!(s, vec![0.0, 1.0, f32::NEG_INFINITY]);
+        let bad = exact_scores(&store, &[1.0], &[0]);
+        assert_eq!(bad, vec![f32::NEG_INFINITY]);
+    }
+
+    #[test]
+    fn top_k_large_parallel_matches_sort() {
+        let n = PAR_TOP_K_MIN * 2 + 17;
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let scores: Vec<f32> = ids.iter().map(|&i| ((i * 7919) % 1000) as f32).collect();
+        assert_eq!(top_k(&ids, &scores, 50), reference_top_k(&ids, &scores, 50));
+    }
+
+    proptest! {
+        #[test]
+        fn exact_matches_naive(
+            dim in 1usize..40,
+            seed_vecs in proptest::collection::vec(proptest::collection::vec(-1.0f32..1.0, 40), 1..60),
+            query in proptest::collection::vec(-1.0f32..1.0, 40),
+            picks in proptest::collection::vec(0u32..80, 0..3000),
+        ) {
+            let vectors: Vec<Vec<f32>> = seed_vecs.iter().map(|v| v[..dim].to_vec()).collect();
+            let store = store_of(&vectors, dim);
+            let q = &query[..dim];
+            let got = exact_scores(&store, q, &picks);
+            prop_assert_eq!(got.len(), picks.len());
+            for (id, s) in picks.iter().zip(&got) {
+                match vectors.get(*id as usize) {
+                    Some(v) => prop_assert!((s - naive_dot(q, v)).abs() < 1e-4),
+                    None => prop_assert_eq!(*s, f32::NEG_INFINITY),
+                }
+            }
+        }
+
+        #[test]
+        fn top_k_matches_sort(
+            pairs in proptest::collection::vec((0u32..500, 0u8..20), 0..400),
+            k in 0usize..450,
+        ) {
+            // Small score alphabet forces many ties.
+            let ids: Vec<u32> = pairs.iter().map(|p| p.0).collect();
+            let scores: Vec<f32> = pairs.iter().map(|p| f32::from(p.1) / 4.0 - 2.0).collect();
+            prop_assert_eq!(top_k(&ids, &scores, k), reference_top_k(&ids, &scores, k));
+        }
+    }
+}

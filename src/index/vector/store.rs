@@ -1,0 +1,295 @@
+//! Append-only, chunked storage of fixed-dimension vectors.
+//!
+//! Layout: vectors live in chunks of [`CHUNK_VECTORS`] vectors. Full chunks are
+//! *sealed* into immutable `Arc<[f32]>` blocks that readers use without any
+//! lock; the single open *tail* chunk is an `Arc<RwLock<Vec<f32>>>` that only
+//! the appender writes. Growth therefore copies at most one chunk (when the
+//! tail is sealed), never the whole store.
+//!
+//! # Invariants
+//!
+//! * `len` only grows, by one per [`VectorStore::push`], and is published
+//!   (release store) after the vector is fully written, so any id `< len()`
+//!   refers to a complete vector.
+//! * Appends are serialised by `append_lock`; ids must be exactly `len()`.
+//! * Vectors `[k * CHUNK_VECTORS, (k + 1) * CHUNK_VECTORS)` are in `sealed[k]`
+//!   when `k < sealed.len()`, otherwise in the tail. A sealed chunk is a copy
+//!   of the old tail, which is never written again, so readers still holding
+//!   the old tail see the same data.
+
+use std::cell::OnceCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+
+use super::{check_vector, VectorError};
+
+/// Number of vectors per chunk (4096 × 384 × 4 B = 6 MiB per sealed chunk).
+pub const CHUNK_VECTORS: usize = 4096;
+
+/// The open chunk being appended to.
+type Tail = Arc<RwLock<Vec<f32>>>;
+
+#[derive(Default)]
+struct Chunks {
+    sealed: Vec<Arc<[f32]>>,
+    tail: Tail,
+}
+
+/// Append-only vector storage with concurrent readers and one appender.
+pub struct VectorStore {
+    dim: usize,
+    chunks: RwLock<Chunks>,
+    len: AtomicUsize,
+    append_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for VectorStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorStore")
+            .field("dim", &self.dim)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl VectorStore {
+    /// Creates an empty store for vectors of `dim` components.
+    pub fn new(dim: usize) -> Self {
+        Self {
+            dim,
+            chunks: RwLock::new(Chunks::default()),
+            len: AtomicUsize::new(0),
+            append_lock: Mutex::new(()),
+        }
+    }
+
+    /// Appends the vector of `id`, which must equal [`len()`](Self::len).
+    ///
+    /// Errors: [`VectorError::OutOfOrder`], [`VectorError::Dim`],
+    /// [`VectorError::NonFinite`], [`VectorError::Full`]. On error nothing is
+    /// stored.
+    pub fn push(&self, id: u32, v: &[f32]) -> Result<(), VectorError> {
+        let _append = self.append_lock.lock();
+        let len = self.len.load(Ordering::Acquire);
+        let expected = u32::try_from(len).map_err(|_| VectorError::Full)?;
+        if id != expected {
+            return Err(VectorError::OutOfOrder { expected, got: id });
+        }
+        check_vector(id, v, self.dim)?;
+        let tail = self.tail_for_append(len);
+        tail.write().extend_from_slice(v);
+        self.len.store(len + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Returns the tail chunk to append vector number `len` to, sealing the
+    /// current tail first when it is full. Caller holds `append_lock`.
+    fn tail_for_append(&self, len: usize) -> Tail {
+        if len > 0 && len.is_multiple_of(CHUNK_VECTORS) {
+            self.seal_tail(len / CHUNK_VECTORS);
+        }
+        Arc::clone(&self.chunks.read().tail)
+    }
+
+    /// Freezes a copy of the full tail into `sealed` and opens a new tail.
+    /// Idempotent: does nothing once `want_sealed` chunks are sealed.
+    fn seal_tail(&self, want_sealed: usize) {
+        let old_tail = Arc::clone(&self.chunks.read().tail);
+        let block: Arc<[f32]> = Arc::from(old_tail.read().as_slice());
+        let mut chunks = self.chunks.write();
+        if chunks.sealed.len() < want_sealed {
+            chunks.sealed.push(block);
+            chunks.tail = Tail::default();
+        }
+    }
+
+    /// Number of stored vectors (= the next id to push).
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// True when no vector has been stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dimension of every stored vector.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Calls `f` with the vector of `id` without copying it; `None` (and `f`
+    /// not called) when `id` is unknown.
+    pub fn with_vector<R>(&self, id: u32, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+        let snap = self.snapshot();
+        let reader = snap.reader();
+        reader.vector(id).map(f)
+    }
+
+    /// Copy of the vector of `id`, `None` when unknown.
+    pub fn get(&self, id: u32) -> Option<Vec<f32>> {
+        self.with_vector(id, <[f32]>::to_vec)
+    }
+
+    /// A consistent read view of the first `len()` vectors, cheap to take
+    /// (clones one `Arc` per chunk) and independent of later appends.
+    pub(super) fn snapshot(&self) -> Snapshot {
+        let chunks = self.chunks.read();
+        // Loaded under the chunk lock: a concurrent seal cannot be half seen.
+        let len = self.len.load(Ordering::Acquire);
+        Snapshot {
+            dim: self.dim,
+            len,
+            sealed: chunks.sealed.clone(),
+            tail: Arc::clone(&chunks.tail),
+        }
+    }
+}
+
+/// Read view of a [`VectorStore`]; see [`VectorStore::snapshot`].
+pub(super) struct Snapshot {
+    dim: usize,
+    len: usize,
+    sealed: Vec<Arc<[f32]>>,
+    tail: Tail,
+}
+
+impl Snapshot {
+    /// A reader for a batch of lookups; it read-locks the tail chunk at most
+    /// once, on first use, and holds it until dropped, so keep readers short.
+    pub(super) fn reader(&self) -> Reader<'_> {
+        Reader {
+            snap: self,
+            tail: OnceCell::new(),
+        }
+    }
+}
+
+/// Batch lookup handle over a [`Snapshot`] (not shared between threads).
+pub(super) struct Reader<'a> {
+    snap: &'a Snapshot,
+    tail: OnceCell<RwLockReadGuard<'a, Vec<f32>>>,
+}
+
+impl Reader<'_> {
+    /// The vector of `id`, or `None` if `id` is not in the snapshot.
+    pub(super) fn vector(&self, id: u32) -> Option<&[f32]> {
+        let snap = self.snap;
+        let id = usize::try_from(id).ok().filter(|&i| i < snap.len)?;
+        let (chunk, offset) = (id / CHUNK_VECTORS, (id % CHUNK_VECTORS) * snap.dim);
+        let data: &[f32] = match snap.sealed.get(chunk) {
+            Some(block) => block,
+            None => self.tail.get_or_init(|| snap.tail.read()).as_slice(),
+        };
+        data.get(offset..offset + snap.dim)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn vec_for(id: u32, dim: usize) -> Vec<f32> {
+        (0..dim).map(|j| id as f32 + j as f32 / 1000.0).collect()
+    }
+
+    #[test]
+    fn push_get_across_chunks() {
+        let store = VectorStore::new(3);
+        let n = (CHUNK_VECTORS * 2 + 5) as u32;
+        for id in 0..n {
+            store.push(id, &vec_for(id, 3)).unwrap();
+        }
+        assert_eq!(store.len(), n as usize);
+        for id in [0, 1, 4095, 4096, 8191, 8192, n - 1] {
+            assert_eq!(store.get(id).unwrap(), vec_for(id, 3));
+        }
+        assert!(store.get(n).is_none());
+        assert_eq!(store.with_vector(7, |v| v[0]), Some(7.0));
+        assert_eq!(store.with_vector(n + 9, |v| v[0]), None);
+    }
+
+    #[test]
+    fn out_of_order_and_dim_errors() {
+        let store = VectorStore::new(4);
+        assert!(matches!(
+            store.push(1, &[0.0; 4]),
+            Err(VectorError::OutOfOrder {
+                expected: 0,
+                got: 1
+            })
+        ));
+        assert!(matches!(
+            store.push(0, &[0.0; 3]),
+            Err(VectorError::Dim {
+                expected: 4,
+                got: 3
+            })
+        ));
+        assert!(matches!(
+            store.push(0, &[f32::NAN; 4]),
+            Err(VectorError::NonFinite { id: 0 })
+        ));
+        assert!(store.is_empty());
+        store.push(0, &[1.0; 4]).unwrap();
+        assert!(matches!(
+            store.push(0, &[1.0; 4]),
+            Err(VectorError::OutOfOrder {
+                expected: 1,
+                got: 0
+            })
+        ));
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.dim(), 4);
+    }
+
+    #[test]
+    fn snapshot_is_stable_under_appends() {
+        let store = VectorStore::new(2);
+        for id in 0..CHUNK_VECTORS as u32 {
+            store.push(id, &vec_for(id, 2)).unwrap();
+        }
+        let snap = store.snapshot();
+        // Sealing the old tail must not change what the snapshot sees.
+        for id in CHUNK_VECTORS as u32..CHUNK_VECTORS as u32 + 10 {
+            store.push(id, &vec_for(id, 2)).unwrap();
+        }
+        let reader = snap.reader();
+        let last = CHUNK_VECTORS as u32 - 1;
+        assert_eq!(snap.len, CHUNK_VECTORS);
+        assert_eq!(reader.vector(last).unwrap(), &vec_for(last, 2)[..]);
+        assert!(reader.vector(last + 1).is_none());
+    }
+
+    #[test]
+    fn concurrent_readers_see_whole_vectors() {
+        let store = Arc::new(VectorStore::new(64));
+        let writer = {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                for id in 0..20_000u32 {
+                    store.push(id, &[id as f32; 64]).unwrap();
+                }
+            })
+        };
+        let reader = {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                while store.len() < 20_000 {
+                    let len = store.len() as u32;
+                    if len == 0 {
+                        continue;
+                    }
+                    let id = len - 1;
+                    let ok = store.with_vector(id, |v| v.iter().all(|&x| x == id as f32));
+                    assert_eq!(ok, Some(true));
+                }
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
+    }
+}

@@ -1,0 +1,27 @@
+//! Episodic: a long-term episodic memory server for AI agents.
+//!
+//! Bird's-eye view: a write is validated (`model::validate`), decided by the write policy
+//! (`policy`), embedded (`embed`) on the CPU pool (`cpu`), appended and fsynced to the log
+//! (`store`) by the single writer (`engine`), then applied to the in-memory table and the
+//! derived indexes (`index::scope` in tantivy, `index::vector` with exact scoring and HNSW).
+//! Recall (`retrieve`) narrows by scope first, then scores only in-scope candidates, ranks
+//! them (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
+//! is the only module that speaks HTTP.
+//!
+//! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
+//! `retrieve` ← `engine` ← `api`.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod cpu;
+pub mod embed;
+pub mod engine;
+pub mod error;
+pub mod fsutil;
+pub mod index;
+pub mod model;
+pub mod policy;
+pub mod rank;
+pub mod retrieve;
+pub mod store;

@@ -1,0 +1,123 @@
+//! The `episodic` binary: parses the command line and runs the server.
+
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use episodic::api::{router, AppState};
+use episodic::auth::KeyStore;
+use episodic::config::ServeArgs;
+use episodic::embed::{verify_model_dir, FastEmbedder};
+use episodic::engine::Engine;
+
+#[derive(Parser)]
+#[command(name = "episodic", version, about = "Long-term episodic memory server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server.
+    Serve(ServeArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,tantivy=warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.engine_config()?;
+    verify_model_dir(&args.model_dir)?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let admin_env = std::env::var("EPISODIC_ADMIN_KEY")
+        .ok()
+        .filter(|k| !k.is_empty());
+    let (keys, written) = KeyStore::open(&args.data_dir, admin_env.as_deref())?;
+    if let Some(path) = written {
+        tracing::info!(path = %path.display(), "generated the admin key (shown once, in this file)");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("episodic-io")
+        .build()?;
+    let state = AppState {
+        engine: Arc::new(OnceLock::new()),
+        keys: Arc::new(keys),
+        body_limit: args.max_body_bytes,
+    };
+    runtime.block_on(run(args, config, state))
+}
+
+async fn run(
+    args: ServeArgs,
+    config: episodic::engine::EngineConfig,
+    state: AppState,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(addr = %args.listen, "listening; loading model and indexes");
+    let engine_slot = state.engine.clone();
+    let model_dir = args.model_dir.clone();
+    let loader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let embedder = FastEmbedder::load(&model_dir)?;
+        let engine = Engine::open(config, Arc::new(embedder))?;
+        let _ = engine_slot.set(engine);
+        tracing::info!("ready");
+        Ok(())
+    });
+    let app = router(state.clone());
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
+    let serve_task = tokio::spawn(async move { server.await });
+    loader.await.context("loader task")??;
+    serve_task.await.context("server task")??;
+    if let Some(engine) = state.engine.get() {
+        engine.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,318 @@
+//! The episodic event record (the seed's `EpisodicMemoryEvent`) and its enums.
+//!
+//! Invariants: `StoredEvent` is what the log holds and what clients see; server-owned
+//! fields (`recordedAt`, `policyVersion`, `status`, `tenantId`) are never taken from input;
+//! enum wire values are exactly the seed's strings.
+
+use serde::{Deserialize, Serialize};
+
+use super::time::Timestamp;
+
+/// Where an event's evidence came from (the seed's `sourceTrust`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceTrust {
+    /// Said by the user.
+    UserProvided,
+    /// Returned by a tool.
+    ToolResult,
+    /// From a vetted source.
+    ApprovedSource,
+    /// Entered by an operator.
+    OperatorEntered,
+    /// From content the system does not trust (documents, web pages).
+    UntrustedContent,
+}
+
+impl SourceTrust {
+    /// Every value, in declaration order.
+    pub const ALL: [SourceTrust; 5] = [
+        SourceTrust::UserProvided,
+        SourceTrust::ToolResult,
+        SourceTrust::ApprovedSource,
+        SourceTrust::OperatorEntered,
+        SourceTrust::UntrustedContent,
+    ];
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceTrust::UserProvided => "user_provided",
+            SourceTrust::ToolResult => "tool_result",
+            SourceTrust::ApprovedSource => "approved_source",
+            SourceTrust::OperatorEntered => "operator_entered",
+            SourceTrust::UntrustedContent => "untrusted_content",
+        }
+    }
+}
+
+/// How sure the writer is that the event happened as summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+}
+
+impl Confidence {
+    /// Every value.
+    pub const ALL: [Confidence; 3] = [Confidence::Low, Confidence::Medium, Confidence::High];
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+}
+
+/// Privacy class of the event's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrivacyClass {
+    /// Public.
+    Public,
+    /// Internal to the tenant.
+    Internal,
+    /// Personal data.
+    Private,
+    /// Special-category data; must expire.
+    Sensitive,
+}
+
+impl PrivacyClass {
+    /// Every value, least to most restricted.
+    pub const ALL: [PrivacyClass; 4] = [
+        PrivacyClass::Public,
+        PrivacyClass::Internal,
+        PrivacyClass::Private,
+        PrivacyClass::Sensitive,
+    ];
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrivacyClass::Public => "public",
+            PrivacyClass::Internal => "internal",
+            PrivacyClass::Private => "private",
+            PrivacyClass::Sensitive => "sensitive",
+        }
+    }
+}
+
+/// Lifecycle status of a stored event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStatus {
+    /// Admitted and retrievable.
+    Active,
+    /// Stored durably, waiting for a reviewer; never retrieved.
+    PendingReview,
+    /// Replaced by a correction; retrievable only on request.
+    Superseded,
+}
+
+impl EventStatus {
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Active => "active",
+            EventStatus::PendingReview => "pending_review",
+            EventStatus::Superseded => "superseded",
+        }
+    }
+}
+
+/// Retention rule of one event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    /// After this time the event is never returned.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expires_at: Option<Timestamp>,
+    /// Whether an erasure request for the actor deletes it.
+    pub delete_on_request: bool,
+}
+
+/// A write-policy decision (the seed's `EpisodicWriteDecision`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "lowercase")]
+pub enum Decision {
+    /// Store and make retrievable.
+    Allow {
+        /// Why.
+        reason: String,
+    },
+    /// Refuse; store nothing.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// Store durably but keep out of retrieval until a holder of `approverRole` decides.
+    Review {
+        /// Why.
+        reason: String,
+        /// Who may approve.
+        #[serde(rename = "approverRole")]
+        approver_role: String,
+    },
+}
+
+/// A validated client write, before the server adds its own fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventInput {
+    /// Client-chosen id (makes the write idempotent), if any.
+    pub event_id: Option<String>,
+    /// A registered event type.
+    pub event_type: String,
+    /// When it happened.
+    pub occurred_at: Timestamp,
+    /// Who did or said it.
+    pub actor_id: String,
+    /// Project, if any.
+    pub project_id: Option<String>,
+    /// Resources the event is about.
+    pub resource_refs: Vec<String>,
+    /// What happened.
+    pub summary: String,
+    /// Evidence references (at least one).
+    pub source_refs: Vec<String>,
+    /// Trust of the source.
+    pub source_trust: SourceTrust,
+    /// Writer's confidence.
+    pub confidence: Confidence,
+    /// Privacy class.
+    pub privacy_class: PrivacyClass,
+    /// Retention rule.
+    pub retention: Retention,
+    /// Events this one corrects.
+    pub supersedes_event_ids: Vec<String>,
+    /// How the correction was made, if any.
+    pub correction_path: Option<String>,
+}
+
+/// An event as stored in the log and returned to clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredEvent {
+    /// Unique within the tenant.
+    pub event_id: String,
+    /// A registered event type.
+    pub event_type: String,
+    /// When it happened (the timeline axis).
+    pub occurred_at: Timestamp,
+    /// When memory learned of it (the as-of axis).
+    pub recorded_at: Timestamp,
+    /// Who did or said it.
+    pub actor_id: String,
+    /// Owning tenant, always from the writer's key.
+    pub tenant_id: String,
+    /// Project, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub project_id: Option<String>,
+    /// Resources the event is about.
+    pub resource_refs: Vec<String>,
+    /// What happened.
+    pub summary: String,
+    /// Evidence references.
+    pub source_refs: Vec<String>,
+    /// Trust of the source.
+    pub source_trust: SourceTrust,
+    /// Writer's confidence.
+    pub confidence: Confidence,
+    /// Privacy class.
+    pub privacy_class: PrivacyClass,
+    /// Retention rule.
+    pub retention: Retention,
+    /// Events this one corrects.
+    pub supersedes_event_ids: Vec<String>,
+    /// How the correction was made (empty when none).
+    pub correction_path: String,
+    /// Version of the write policy that admitted it.
+    pub policy_version: String,
+    /// Lifecycle status.
+    pub status: EventStatus,
+    /// The correction that replaced this event, when superseded.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub superseded_by: Option<String>,
+}
+
+impl StoredEvent {
+    /// Builds the stored record from validated input and server-owned fields.
+    pub fn from_input(
+        input: EventInput,
+        event_id: String,
+        tenant_id: &str,
+        recorded_at: Timestamp,
+        policy_version: &str,
+        status: EventStatus,
+    ) -> Self {
+        StoredEvent {
+            event_id,
+            event_type: input.event_type,
+            occurred_at: input.occurred_at,
+            recorded_at,
+            actor_id: input.actor_id,
+            tenant_id: tenant_id.to_string(),
+            project_id: input.project_id,
+            resource_refs: input.resource_refs,
+            summary: input.summary,
+            source_refs: input.source_refs,
+            source_trust: input.source_trust,
+            confidence: input.confidence,
+            privacy_class: input.privacy_class,
+            retention: input.retention,
+            supersedes_event_ids: input.supersedes_event_ids,
+            correction_path: input.correction_path.unwrap_or_default(),
+            policy_version: policy_version.to_string(),
+            status,
+            superseded_by: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decision_wire_shape_matches_the_seed() {
+        let d = Decision::Review {
+            reason: "untrusted_event_source".into(),
+            approver_role: "memory_reviewer".into(),
+        };
+        let v = serde_json::to_value(&d).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"decision": "review", "reason": "untrusted_event_source", "approverRole": "memory_reviewer"})
+        );
+        let a = serde_json::to_value(Decision::Allow {
+            reason: "episodic_write_policy_passed".into(),
+        })
+        .expect("json");
+        assert_eq!(
+            a,
+            serde_json::json!({"decision": "allow", "reason": "episodic_write_policy_passed"})
+        );
+    }
+
+    #[test]
+    fn enum_strings_match_serde() {
+        for t in SourceTrust::ALL {
+            assert_eq!(serde_json::to_value(t).expect("json"), t.as_str());
+        }
+        for c in Confidence::ALL {
+            assert_eq!(serde_json::to_value(c).expect("json"), c.as_str());
+        }
+        for p in PrivacyClass::ALL {
+            assert_eq!(serde_json::to_value(p).expect("json"), p.as_str());
+        }
+    }
+}

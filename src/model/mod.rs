@@ -1,0 +1,14 @@
+//! Domain types only: the event record, its enums, scopes and timestamps.
+//!
+//! Invariants: no I/O and no async here; every wire name is the seed's camelCase;
+//! timestamps are UTC and render as RFC 3339 (`Z` suffix).
+
+pub mod event;
+pub mod time;
+pub mod validate;
+
+pub use event::{
+    Confidence, Decision, EventInput, EventStatus, PrivacyClass, Retention, SourceTrust,
+    StoredEvent,
+};
+pub use time::Timestamp;

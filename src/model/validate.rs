@@ -1,0 +1,480 @@
+//! Turns an untyped JSON body into a validated [`EventInput`], reporting every problem at once.
+//!
+//! Invariants: nothing reaches the log unless it passed here; unknown fields, wrong types,
+//! inexact enum strings and out-of-bounds values are all reported, each with its JSON path;
+//! the validator is pure (the caller supplies `now`).
+
+use serde_json::{Map, Value};
+
+use super::event::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust};
+use super::time::Timestamp;
+use crate::error::FieldError;
+
+/// The seed's six event types, the default registry.
+pub const DEFAULT_EVENT_TYPES: [&str; 6] = [
+    "user_preference_stated",
+    "correction_received",
+    "task_milestone",
+    "human_approval",
+    "tool_observed_event",
+    "incident_or_failure",
+];
+
+/// Bounds applied to every write.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// How far in the future `occurredAt` may be, in milliseconds.
+    pub max_future_skew_ms: i64,
+    /// Maximum `summary` size in bytes.
+    pub max_summary_bytes: usize,
+    /// Registered event types.
+    pub event_types: Vec<String>,
+    /// Maximum length of ids and references, in bytes.
+    pub max_ref_bytes: usize,
+    /// Maximum entries in each list field.
+    pub max_list_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_future_skew_ms: 5 * 60 * 1000,
+            max_summary_bytes: 4096,
+            event_types: DEFAULT_EVENT_TYPES.iter().map(|s| s.to_string()).collect(),
+            max_ref_bytes: 512,
+            max_list_len: 64,
+        }
+    }
+}
+
+const KNOWN_FIELDS: [&str; 16] = [
+    "eventId",
+    "tenantId",
+    "eventType",
+    "occurredAt",
+    "actorId",
+    "projectId",
+    "resourceRefs",
+    "summary",
+    "sourceRefs",
+    "sourceTrust",
+    "confidence",
+    "privacyClass",
+    "retention",
+    "supersedesEventIds",
+    "correctionPath",
+    "recordedAt",
+];
+
+/// Server-owned fields a client may not set.
+const SERVER_FIELDS: [&str; 1] = ["recordedAt"];
+
+/// Collects field errors while reading one JSON object.
+struct Reader<'a> {
+    obj: &'a Map<String, Value>,
+    prefix: &'a str,
+    errors: Vec<FieldError>,
+    limits: &'a Limits,
+}
+
+impl<'a> Reader<'a> {
+    fn path(&self, key: &str) -> String {
+        format!("{}{}", self.prefix, key)
+    }
+
+    fn fail(&mut self, key: &str, message: impl Into<String>) {
+        let field = self.path(key);
+        self.errors.push(FieldError::new(field, message));
+    }
+
+    /// `None` when absent or null; records a type error for non-strings.
+    fn opt_str(&mut self, key: &str) -> Option<String> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.fail(key, "must be a string");
+                None
+            }
+        }
+    }
+
+    fn req_str(&mut self, key: &str) -> Option<String> {
+        if !self.obj.contains_key(key) || self.obj.get(key) == Some(&Value::Null) {
+            self.fail(key, "is required");
+            return None;
+        }
+        self.opt_str(key)
+    }
+
+    /// A required string that must be non-empty and bounded.
+    fn req_text(&mut self, key: &str, max: usize) -> Option<String> {
+        let s = self.req_str(key)?;
+        self.check_text(key, s, max)
+    }
+
+    fn check_text(&mut self, key: &str, s: String, max: usize) -> Option<String> {
+        if s.trim().is_empty() {
+            self.fail(key, "must not be empty");
+            return None;
+        }
+        if s.len() > max {
+            self.fail(key, format!("must be at most {max} bytes"));
+            return None;
+        }
+        Some(s)
+    }
+
+    fn req_enum<T: Copy>(
+        &mut self,
+        key: &str,
+        all: &[T],
+        name: fn(T) -> &'static str,
+    ) -> Option<T> {
+        let s = self.req_str(key)?;
+        let found = all.iter().copied().find(|v| name(*v) == s);
+        if found.is_none() {
+            let allowed: Vec<&str> = all.iter().map(|v| name(*v)).collect();
+            self.fail(key, format!("must be one of {}", allowed.join(", ")));
+        }
+        found
+    }
+
+    fn time(&mut self, key: &str, s: &str) -> Option<Timestamp> {
+        let t = Timestamp::parse(s);
+        if t.is_none() {
+            self.fail(
+                key,
+                "must be an RFC 3339 date-time, e.g. 2026-06-17T09:20:00Z",
+            );
+        }
+        t
+    }
+
+    /// A list of non-empty bounded strings; `required` controls absence handling.
+    fn str_list(&mut self, key: &str, required: bool) -> Option<Vec<String>> {
+        let Some(value) = self.obj.get(key).filter(|v| !v.is_null()) else {
+            if required {
+                self.fail(key, "is required");
+                return None;
+            }
+            return Some(Vec::new());
+        };
+        let Value::Array(items) = value else {
+            self.fail(key, "must be an array of strings");
+            return None;
+        };
+        if items.len() > self.limits.max_list_len {
+            self.fail(
+                key,
+                format!("must have at most {} entries", self.limits.max_list_len),
+            );
+            return None;
+        }
+        self.list_items(key, items)
+    }
+
+    fn list_items(&mut self, key: &str, items: &[Value]) -> Option<Vec<String>> {
+        let mut out = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            match item {
+                Value::String(s) => {
+                    match self.check_text(&item_key, s.clone(), self.limits.max_ref_bytes) {
+                        Some(s) => out.push(s),
+                        None => ok = false,
+                    }
+                }
+                _ => {
+                    self.fail(&item_key, "must be a string");
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(out)
+    }
+
+    fn unknown_fields(&mut self, known: &[&str]) {
+        let unknown: Vec<String> = self
+            .obj
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            self.fail(&key, "unknown field");
+        }
+    }
+}
+
+/// Validates a write body. `now` bounds `occurredAt` and `retention.expiresAt`.
+pub fn validate_event(
+    body: &Value,
+    limits: &Limits,
+    now: Timestamp,
+) -> Result<EventInput, Vec<FieldError>> {
+    let Value::Object(obj) = body else {
+        return Err(vec![FieldError::new("", "body must be a JSON object")]);
+    };
+    let mut r = Reader {
+        obj,
+        prefix: "",
+        errors: Vec::new(),
+        limits,
+    };
+    r.unknown_fields(&KNOWN_FIELDS);
+    for key in SERVER_FIELDS {
+        if obj.contains_key(key) {
+            r.fail(key, "is set by the server");
+        }
+    }
+    let input = read_fields(&mut r, limits, now);
+    match (input, r.errors.is_empty()) {
+        (Some(input), true) => Ok(input),
+        _ => Err(r.errors),
+    }
+}
+
+fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<EventInput> {
+    let event_id = read_event_id(r, limits);
+    let event_type = read_event_type(r, limits);
+    let occurred_at = read_occurred_at(r, limits, now);
+    let actor_id = r.req_text("actorId", limits.max_ref_bytes);
+    let project_id = r
+        .opt_str("projectId")
+        .and_then(|p| r.check_text("projectId", p, limits.max_ref_bytes));
+    let resource_refs = r.str_list("resourceRefs", true);
+    let summary = r.req_text("summary", limits.max_summary_bytes);
+    let source_refs = read_source_refs(r);
+    let source_trust = r.req_enum("sourceTrust", &SourceTrust::ALL, SourceTrust::as_str);
+    let confidence = r.req_enum("confidence", &Confidence::ALL, Confidence::as_str);
+    let privacy_class = r.req_enum("privacyClass", &PrivacyClass::ALL, PrivacyClass::as_str);
+    let retention = read_retention(r, now);
+    let supersedes_event_ids = r.str_list("supersedesEventIds", false);
+    let correction_path = r.opt_str("correctionPath");
+    Some(EventInput {
+        event_id: event_id?,
+        event_type: event_type?,
+        occurred_at: occurred_at?,
+        actor_id: actor_id?,
+        project_id,
+        resource_refs: resource_refs?,
+        summary: summary?,
+        source_refs: source_refs?,
+        source_trust: source_trust?,
+        confidence: confidence?,
+        privacy_class: privacy_class?,
+        retention: retention?,
+        supersedes_event_ids: supersedes_event_ids?,
+        correction_path,
+    })
+}
+
+/// `Some(None)` when absent; `None` when invalid.
+fn read_event_id(r: &mut Reader<'_>, limits: &Limits) -> Option<Option<String>> {
+    let Some(id) = r.opt_str("eventId") else {
+        return Some(None);
+    };
+    let id = r.check_text("eventId", id, limits.max_ref_bytes.min(128))?;
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    {
+        r.fail(
+            "eventId",
+            "may contain only ASCII letters, digits, '-', '_', '.' and ':'",
+        );
+        return None;
+    }
+    Some(Some(id))
+}
+
+fn read_event_type(r: &mut Reader<'_>, limits: &Limits) -> Option<String> {
+    let t = r.req_str("eventType")?;
+    if limits.event_types.iter().any(|known| known == &t) {
+        return Some(t);
+    }
+    r.fail(
+        "eventType",
+        format!(
+            "must be a registered event type: {}",
+            limits.event_types.join(", ")
+        ),
+    );
+    None
+}
+
+fn read_occurred_at(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Timestamp> {
+    let s = r.req_str("occurredAt")?;
+    let t = r.time("occurredAt", &s)?;
+    if t > now.plus_millis(limits.max_future_skew_ms) {
+        r.fail("occurredAt", "must not be in the future");
+        return None;
+    }
+    Some(t)
+}
+
+fn read_source_refs(r: &mut Reader<'_>) -> Option<Vec<String>> {
+    let refs = r.str_list("sourceRefs", true)?;
+    if refs.is_empty() {
+        r.fail("sourceRefs", "must name at least one source");
+        return None;
+    }
+    Some(refs)
+}
+
+fn read_retention(r: &mut Reader<'_>, now: Timestamp) -> Option<Retention> {
+    let Some(value) = r.obj.get("retention").filter(|v| !v.is_null()) else {
+        r.fail("retention", "is required");
+        return None;
+    };
+    let Value::Object(obj) = value else {
+        r.fail("retention", "must be an object");
+        return None;
+    };
+    let mut inner = Reader {
+        obj,
+        prefix: "retention.",
+        errors: Vec::new(),
+        limits: r.limits,
+    };
+    let retention = read_retention_fields(&mut inner, now);
+    r.errors.append(&mut inner.errors);
+    retention
+}
+
+fn read_retention_fields(r: &mut Reader<'_>, now: Timestamp) -> Option<Retention> {
+    r.unknown_fields(&["expiresAt", "deleteOnRequest"]);
+    let expires_at = match r.opt_str("expiresAt") {
+        None => Some(None),
+        Some(s) => r.time("expiresAt", &s).and_then(|t| {
+            if t <= now {
+                r.fail("expiresAt", "must be in the future");
+                None
+            } else {
+                Some(Some(t))
+            }
+        }),
+    };
+    let delete_on_request = match r.obj.get("deleteOnRequest") {
+        Some(Value::Bool(b)) => Some(*b),
+        None | Some(Value::Null) => {
+            r.fail("deleteOnRequest", "is required");
+            None
+        }
+        Some(_) => {
+            r.fail("deleteOnRequest", "must be a boolean");
+            None
+        }
+    };
+    Some(Retention {
+        expires_at: expires_at?,
+        delete_on_request: delete_on_request?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-07-01T00:00:00Z").expect("now")
+    }
+
+    fn valid() -> Value {
+        json!({
+            "eventType": "correction_received",
+            "occurredAt": "2026-06-17T09:20:00Z",
+            "actorId": "user-1",
+            "resourceRefs": ["deploy-config"],
+            "summary": "User corrected the deployment target from staging to production.",
+            "sourceRefs": ["support-ticket-1842"],
+            "sourceTrust": "user_provided",
+            "confidence": "high",
+            "privacyClass": "internal",
+            "retention": {"deleteOnRequest": true}
+        })
+    }
+
+    fn fields(body: &Value) -> Vec<String> {
+        let errs = validate_event(body, &Limits::default(), now()).expect_err("invalid");
+        errs.into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn accepts_the_seed_record() {
+        let input = validate_event(&valid(), &Limits::default(), now()).expect("valid");
+        assert_eq!(input.event_type, "correction_received");
+        assert_eq!(input.source_refs, vec!["support-ticket-1842"]);
+        assert!(input.event_id.is_none());
+    }
+
+    #[test]
+    fn reports_every_problem_at_once() {
+        let mut body = valid();
+        body["occurredAt"] = json!("yesterday");
+        body["actorId"] = json!("  ");
+        body["sourceRefs"] = json!([]);
+        body["confidence"] = json!("HIGH");
+        body["eventType"] = json!("note");
+        body["colour"] = json!("blue");
+        let got = fields(&body);
+        for f in [
+            "occurredAt",
+            "actorId",
+            "sourceRefs",
+            "confidence",
+            "eventType",
+            "colour",
+        ] {
+            assert!(got.contains(&f.to_string()), "{f} missing from {got:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_future_time_and_past_expiry() {
+        let mut body = valid();
+        body["occurredAt"] = json!("2026-07-02T00:00:00Z");
+        body["retention"] = json!({"deleteOnRequest": true, "expiresAt": "2026-01-01T00:00:00Z"});
+        assert_eq!(fields(&body), vec!["occurredAt", "retention.expiresAt"]);
+    }
+
+    #[test]
+    fn bounds_summary_and_requires_fields() {
+        let mut body = valid();
+        body["summary"] = json!("x".repeat(5000));
+        body.as_object_mut().expect("obj").remove("retention");
+        body.as_object_mut().expect("obj").remove("privacyClass");
+        assert_eq!(fields(&body), vec!["summary", "privacyClass", "retention"]);
+    }
+
+    #[test]
+    fn rejects_server_fields_and_bad_list_items() {
+        let mut body = valid();
+        body["recordedAt"] = json!("2026-06-17T09:20:00Z");
+        body["resourceRefs"] = json!(["ok", 3, ""]);
+        body["retention"] = json!({"deleteOnRequest": "yes", "ttl": 3});
+        let got = fields(&body);
+        assert!(got.contains(&"recordedAt".to_string()));
+        assert!(got.contains(&"resourceRefs[1]".to_string()));
+        assert!(got.contains(&"resourceRefs[2]".to_string()));
+        assert!(got.contains(&"retention.deleteOnRequest".to_string()));
+        assert!(got.contains(&"retention.ttl".to_string()));
+    }
+
+    #[test]
+    fn event_id_charset_is_bounded() {
+        let mut body = valid();
+        body["eventId"] = json!("bad id/with slash");
+        assert_eq!(fields(&body), vec!["eventId"]);
+        body["eventId"] = json!("evt-2026.06:17_a");
+        assert!(validate_event(&body, &Limits::default(), now()).is_ok());
+    }
+
+    #[test]
+    fn non_object_body_is_one_error() {
+        assert_eq!(fields(&json!([1, 2])), vec![""]);
+    }
+}

@@ -1,0 +1,372 @@
+//! The recall pipeline (scope → candidates → vectors → rank → evidence) and the timeline.
+//!
+//! Invariants:
+//! - the tenant from the grant and every scope filter are applied before any vector work:
+//!   the vector stage only ever sees in-scope, visible candidates;
+//! - the answer is the exact in-scope top k under the ranking function whatever path runs:
+//!   the exact path scores every candidate; the HNSW path stops only when a bound proves no
+//!   unretrieved candidate can outrank its k-th hit, and otherwise deepens or falls back;
+//! - every returned event is checked once more against the grant's tenant.
+
+pub mod evidence;
+mod request;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
+
+use crate::auth::TenantGrant;
+use crate::engine::{EngineConfig, Entry, Shared};
+use crate::error::{ErrorCode, Problem};
+use crate::index::scope::{matches, ScopeFilter};
+use crate::index::vector::{exact_scores, top_k, IdSet};
+use crate::model::{EventStatus, StoredEvent, Timestamp};
+use crate::rank::{Breakdown, Prior, RankConfig};
+
+/// How recall chooses between exact scoring and HNSW.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallConfig {
+    /// At or below this many candidates, score exactly.
+    pub exact_max_candidates: usize,
+    /// HNSW is used only when candidates are at least this share of all vectors.
+    pub hnsw_min_fraction: f64,
+    /// Initial HNSW depth as a multiple of k.
+    pub hnsw_oversample: usize,
+    /// Deepening rounds before falling back to exact scoring.
+    pub hnsw_max_rounds: usize,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig {
+            exact_max_candidates: 20_000,
+            hnsw_min_fraction: 0.3,
+            hnsw_oversample: 4,
+            hnsw_max_rounds: 3,
+        }
+    }
+}
+
+/// Which vector path answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorPath {
+    /// Every candidate scored.
+    Exact,
+    /// Filtered HNSW search with a proven bound.
+    Hnsw,
+    /// HNSW could not prove its answer; every candidate scored.
+    HnswFallbackExact,
+}
+
+/// One ranked hit.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hit {
+    /// The event.
+    pub event: StoredEvent,
+    /// Total score.
+    pub score: f32,
+    /// Why it scored that.
+    pub score_breakdown: Breakdown,
+}
+
+/// The recall answer.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallResponse {
+    /// Hits, best first.
+    pub results: Vec<Hit>,
+    /// Evidence blocks for the hits, in rank order.
+    pub evidence: String,
+    /// How the answer was computed.
+    pub stats: RecallStats,
+}
+
+/// Explains the retrieval path.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallStats {
+    /// Visible in-scope candidates.
+    pub candidates: usize,
+    /// Vector path taken.
+    pub path: VectorPath,
+}
+
+/// A page of the timeline.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelinePage {
+    /// Events ordered by `occurredAt` (then `eventId`).
+    pub events: Vec<StoredEvent>,
+    /// Cursor for the next page, if any.
+    pub next_cursor: Option<String>,
+}
+
+/// Builds the tantivy filter for a tenant and scope.
+pub fn scope_filter(tenant: &str, scope: &Scope) -> ScopeFilter {
+    ScopeFilter {
+        tenant: tenant.to_string(),
+        actor_ids: scope.actor_ids.clone(),
+        project_ids: scope.project_ids.clone(),
+        event_types: scope.event_types.clone(),
+        resource_refs: scope.resource_refs.clone(),
+        occurred_after_ms: scope.occurred_after.map(Timestamp::unix_millis),
+        occurred_before_ms: scope.occurred_before.map(Timestamp::unix_millis),
+    }
+}
+
+fn index_error(e: impl std::fmt::Display) -> Problem {
+    Problem::new(
+        ErrorCode::Internal,
+        format!("scope index search failed: {e}"),
+    )
+}
+
+/// In-scope internal ids: committed ones from tantivy plus fresh ones matched in memory.
+pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Problem> {
+    let watermark = shared.watermark.load(Ordering::Acquire);
+    let mut ids = shared.scope.search(filter).map_err(index_error)?;
+    let table = shared.table.read();
+    for entry in table.tail(watermark) {
+        if matches(filter, &entry.scope_doc()) {
+            ids.push(entry.doc);
+        }
+    }
+    drop(table);
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Which statuses a query may see.
+#[derive(Debug, Clone, Copy)]
+pub struct Visibility {
+    /// Also return superseded events.
+    pub include_superseded: bool,
+}
+
+fn visible_entry(entry: &Entry, grant: &TenantGrant, vis: Visibility, now: Timestamp) -> bool {
+    let status_ok = match entry.event.status {
+        EventStatus::Active => true,
+        EventStatus::Superseded => vis.include_superseded,
+        EventStatus::PendingReview => false,
+    };
+    status_ok && entry.event.tenant_id == grant.tenant() && !entry.is_expired(now)
+}
+
+/// Keeps the candidates the grant may see now; returns their entries.
+fn visible(
+    shared: &Shared,
+    grant: &TenantGrant,
+    ids: &[u32],
+    vis: Visibility,
+    now: Timestamp,
+) -> Vec<Arc<Entry>> {
+    let table = shared.table.read();
+    ids.iter()
+        .filter_map(|id| table.get(*id))
+        .filter(|e| visible_entry(e, grant, vis, now))
+        .cloned()
+        .collect()
+}
+
+/// Scope-first recall with a precomputed query vector.
+pub fn recall(
+    shared: &Shared,
+    config: &EngineConfig,
+    grant: &TenantGrant,
+    req: &RecallRequest,
+    query: &[f32],
+) -> Result<RecallResponse, Problem> {
+    let filter = scope_filter(grant.tenant(), &req.scope);
+    let ids = candidates(shared, &filter)?;
+    let now = Timestamp::now();
+    let vis = Visibility {
+        include_superseded: req.include_superseded,
+    };
+    let entries = visible(shared, grant, &ids, vis, now);
+    let ctx = RankCtx {
+        shared,
+        rank: &config.rank,
+        query,
+        now_ms: now.unix_millis(),
+    };
+    let (ranked, path) = choose_and_rank(&ctx, &config.recall, &entries, req.limit);
+    Ok(respond(&ctx, grant, &entries, ranked, path))
+}
+
+/// What every scoring path needs.
+struct RankCtx<'a> {
+    shared: &'a Shared,
+    rank: &'a RankConfig,
+    query: &'a [f32],
+    now_ms: i64,
+}
+
+fn choose_and_rank(
+    ctx: &RankCtx<'_>,
+    cfg: &RecallConfig,
+    entries: &[Arc<Entry>],
+    k: usize,
+) -> (Vec<(u32, f32)>, VectorPath) {
+    let n = entries.len();
+    let total = ctx.shared.hnsw.len().max(1);
+    let use_hnsw =
+        n > cfg.exact_max_candidates && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
+    if !use_hnsw || k == 0 {
+        return (exact_rank(ctx, entries, k), VectorPath::Exact);
+    }
+    match hnsw_rank(ctx, cfg, entries, k) {
+        Some(hits) => (hits, VectorPath::Hnsw),
+        None => (exact_rank(ctx, entries, k), VectorPath::HnswFallbackExact),
+    }
+}
+
+/// Scores every candidate (cosine via the vector store, then priors) in parallel.
+fn exact_rank(ctx: &RankCtx<'_>, entries: &[Arc<Entry>], k: usize) -> Vec<(u32, f32)> {
+    let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
+    let cosines = exact_scores(&ctx.shared.vectors, ctx.query, &ids);
+    let totals: Vec<f32> = entries
+        .par_iter()
+        .zip(cosines.par_iter())
+        .map(|(e, cos)| ctx.rank.score(*cos, &e.prior(), ctx.now_ms))
+        .collect();
+    top_k(&ids, &totals, k)
+}
+
+/// Filtered HNSW with a stopping bound; `None` when it cannot prove the exact top k.
+fn hnsw_rank(
+    ctx: &RankCtx<'_>,
+    cfg: &RecallConfig,
+    entries: &[Arc<Entry>],
+    k: usize,
+) -> Option<Vec<(u32, f32)>> {
+    let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
+    let priors: std::collections::HashMap<u32, Prior> =
+        entries.iter().map(|e| (e.doc, e.prior())).collect();
+    let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.len());
+    let mut depth = (k * cfg.hnsw_oversample).max(k + 10);
+    for _ in 0..cfg.hnsw_max_rounds {
+        if depth >= ids.len() {
+            return None;
+        }
+        let ef = depth.max(64);
+        let hits = ctx
+            .shared
+            .hnsw
+            .search_filtered(ctx.query, depth, ef, &allow);
+        if hits.len() < depth {
+            return None;
+        }
+        if let Some(done) = bounded_top_k(ctx, &hits, &priors, k) {
+            return Some(done);
+        }
+        depth *= 4;
+    }
+    None
+}
+
+/// The top k of `hits` if no unretrieved candidate can beat the k-th.
+fn bounded_top_k(
+    ctx: &RankCtx<'_>,
+    hits: &[(u32, f32)],
+    priors: &std::collections::HashMap<u32, Prior>,
+    k: usize,
+) -> Option<Vec<(u32, f32)>> {
+    let ids: Vec<u32> = hits.iter().map(|(id, _)| *id).collect();
+    let totals: Vec<f32> = hits
+        .iter()
+        .map(|(id, cos)| {
+            priors
+                .get(id)
+                .map_or(f32::MIN, |p| ctx.rank.score(*cos, p, ctx.now_ms))
+        })
+        .collect();
+    let best = top_k(&ids, &totals, k);
+    let min_cos = hits.iter().map(|(_, c)| *c).fold(f32::MAX, f32::min);
+    let bound = ctx.rank.weights.relevance * min_cos.max(0.0) + ctx.rank.max_prior_score();
+    let kth = best.last().map_or(f32::MIN, |(_, s)| *s);
+    (best.len() == k && kth >= bound).then_some(best)
+}
+
+fn respond(
+    ctx: &RankCtx<'_>,
+    grant: &TenantGrant,
+    entries: &[Arc<Entry>],
+    ranked: Vec<(u32, f32)>,
+    path: VectorPath,
+) -> RecallResponse {
+    let by_doc: std::collections::HashMap<u32, &Arc<Entry>> =
+        entries.iter().map(|e| (e.doc, e)).collect();
+    let results: Vec<Hit> = ranked
+        .into_iter()
+        .filter_map(|(doc, score)| by_doc.get(&doc).map(|e| (e, score)))
+        .filter(|(e, _)| e.event.tenant_id == grant.tenant())
+        .map(|(e, score)| {
+            let cos = ctx
+                .shared
+                .vectors
+                .with_vector(e.doc, |v| dot(v, ctx.query))
+                .unwrap_or(0.0);
+            Hit {
+                event: e.event.clone(),
+                score,
+                score_breakdown: ctx.rank.explain(cos, &e.prior(), ctx.now_ms),
+            }
+        })
+        .collect();
+    let events: Vec<&StoredEvent> = results.iter().map(|h| &h.event).collect();
+    RecallResponse {
+        evidence: evidence::render(&events),
+        stats: RecallStats {
+            candidates: entries.len(),
+            path,
+        },
+        results,
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// One timeline page of the grant's tenant.
+pub fn timeline(
+    shared: &Shared,
+    grant: &TenantGrant,
+    q: &TimelineQuery,
+) -> Result<TimelinePage, Problem> {
+    let filter = scope_filter(grant.tenant(), &q.scope);
+    let ids = candidates(shared, &filter)?;
+    let vis = Visibility {
+        include_superseded: q.include_superseded,
+    };
+    let mut entries = visible(shared, grant, &ids, vis, Timestamp::now());
+    entries.sort_by(|a, b| {
+        (a.occurred_ms, &a.event.event_id).cmp(&(b.occurred_ms, &b.event.event_id))
+    });
+    let start = match &q.cursor {
+        Some(c) => entries.partition_point(|e| {
+            (e.occurred_ms, e.event.event_id.as_str()) <= (c.occurred_ms, c.event_id.as_str())
+        }),
+        None => 0,
+    };
+    let page: Vec<&Arc<Entry>> = entries[start..].iter().take(q.limit + 1).collect();
+    let next_cursor = (page.len() > q.limit).then(|| {
+        let last = page[q.limit - 1];
+        Cursor {
+            occurred_ms: last.occurred_ms,
+            event_id: last.event.event_id.clone(),
+        }
+        .encode()
+    });
+    Ok(TimelinePage {
+        events: page.iter().take(q.limit).map(|e| e.event.clone()).collect(),
+        next_cursor,
+    })
+}

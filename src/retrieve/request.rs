@@ -1,0 +1,371 @@
+//! Recall and timeline requests: parsing and validation of client input.
+//!
+//! Invariants: unknown fields and parameters are rejected; `limit` is bounded; times are
+//! RFC 3339; a cursor is opaque to clients and validated when decoded.
+
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{FieldError, Problem};
+use crate::model::Timestamp;
+
+/// Most results one recall may ask for.
+pub const MAX_RECALL_LIMIT: usize = 100;
+/// Most events one timeline page may hold.
+pub const MAX_TIMELINE_LIMIT: usize = 500;
+/// Longest accepted query text, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// Scope filters of a recall or timeline (all optional; lists are any-of).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scope {
+    /// Actors.
+    #[serde(default)]
+    pub actor_ids: Vec<String>,
+    /// Projects.
+    #[serde(default)]
+    pub project_ids: Vec<String>,
+    /// Event types.
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    /// Resources (any-of).
+    #[serde(default)]
+    pub resource_refs: Vec<String>,
+    /// Inclusive lower bound on `occurredAt`.
+    #[serde(default)]
+    pub occurred_after: Option<Timestamp>,
+    /// Exclusive upper bound on `occurredAt`.
+    #[serde(default)]
+    pub occurred_before: Option<Timestamp>,
+}
+
+/// A validated recall request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallRequest {
+    /// What to look for.
+    pub query: String,
+    /// Scope filters.
+    pub scope: Scope,
+    /// How many hits (1..=100).
+    pub limit: usize,
+    /// Also return superseded events.
+    pub include_superseded: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawRecall {
+    query: Value,
+    #[serde(default)]
+    scope: Option<Value>,
+    #[serde(default)]
+    limit: Option<Value>,
+    #[serde(default)]
+    include_superseded: Option<Value>,
+}
+
+impl RecallRequest {
+    /// Parses and validates a recall body, reporting every problem.
+    pub fn parse(body: &Value) -> Result<Self, Problem> {
+        let raw: RawRecall = serde_json::from_value(body.clone())
+            .map_err(|e| Problem::validation(vec![FieldError::new("", e.to_string())]))?;
+        let mut errors = Vec::new();
+        let query = match raw.query {
+            Value::String(q) if !q.trim().is_empty() && q.len() <= MAX_QUERY_BYTES => q,
+            Value::String(q) if q.len() > MAX_QUERY_BYTES => {
+                errors.push(FieldError::new(
+                    "query",
+                    format!("must be at most {MAX_QUERY_BYTES} bytes"),
+                ));
+                String::new()
+            }
+            _ => {
+                errors.push(FieldError::new("query", "must be a non-empty string"));
+                String::new()
+            }
+        };
+        let scope = parse_scope(raw.scope, &mut errors);
+        let limit = parse_limit(
+            raw.limit.as_ref(),
+            "limit",
+            10,
+            MAX_RECALL_LIMIT,
+            &mut errors,
+        );
+        let include_superseded = parse_bool(
+            raw.include_superseded.as_ref(),
+            "includeSuperseded",
+            &mut errors,
+        );
+        if !errors.is_empty() {
+            return Err(Problem::validation(errors));
+        }
+        Ok(RecallRequest {
+            query,
+            scope,
+            limit,
+            include_superseded,
+        })
+    }
+}
+
+fn parse_scope(value: Option<Value>, errors: &mut Vec<FieldError>) -> Scope {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Scope::default();
+    };
+    match serde_json::from_value::<Scope>(value) {
+        Ok(scope) => {
+            check_range(scope.occurred_after, scope.occurred_before, "scope", errors);
+            scope
+        }
+        Err(e) => {
+            errors.push(FieldError::new("scope", e.to_string()));
+            Scope::default()
+        }
+    }
+}
+
+fn check_range(
+    after: Option<Timestamp>,
+    before: Option<Timestamp>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if let (Some(a), Some(b)) = (after, before) {
+        if a >= b {
+            errors.push(FieldError::new(
+                field,
+                "the time range is empty (start must be before end)",
+            ));
+        }
+    }
+}
+
+fn parse_limit(
+    v: Option<&Value>,
+    field: &str,
+    default: usize,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> usize {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return default;
+    };
+    match v.as_u64() {
+        Some(n) if n >= 1 && n <= max as u64 => n as usize,
+        _ => {
+            errors.push(FieldError::new(
+                field,
+                format!("must be an integer from 1 to {max}"),
+            ));
+            default
+        }
+    }
+}
+
+fn parse_bool(v: Option<&Value>, field: &str, errors: &mut Vec<FieldError>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            errors.push(FieldError::new(field, "must be a boolean"));
+            false
+        }
+    }
+}
+
+/// A keyset position in the timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    /// `occurredAt` of the last event returned, in unix ms.
+    pub occurred_ms: i64,
+    /// Its id (tie-break).
+    pub event_id: String,
+}
+
+impl Cursor {
+    /// Opaque text form.
+    pub fn encode(&self) -> String {
+        let raw = format!("{}|{}", self.occurred_ms, self.event_id);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// Parses the opaque form.
+    pub fn decode(s: &str) -> Option<Cursor> {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s)
+            .ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (ms, id) = text.split_once('|')?;
+        Some(Cursor {
+            occurred_ms: ms.parse().ok()?,
+            event_id: id.to_string(),
+        })
+    }
+}
+
+/// A validated timeline query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineQuery {
+    /// Scope (single actor, project and type from the query string).
+    pub scope: Scope,
+    /// Page size.
+    pub limit: usize,
+    /// Position after which to continue.
+    pub cursor: Option<Cursor>,
+    /// Also return superseded events.
+    pub include_superseded: bool,
+}
+
+const TIMELINE_PARAMS: [&str; 8] = [
+    "actorId",
+    "projectId",
+    "eventType",
+    "from",
+    "to",
+    "limit",
+    "cursor",
+    "includeSuperseded",
+];
+
+impl TimelineQuery {
+    /// Parses query-string parameters, reporting every problem.
+    pub fn parse(params: &HashMap<String, String>) -> Result<Self, Problem> {
+        let mut errors: Vec<FieldError> = params
+            .keys()
+            .filter(|k| !TIMELINE_PARAMS.contains(&k.as_str()))
+            .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+            .collect();
+        let one = |k: &str| {
+            params
+                .get(k)
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        let from = parse_time_param(params, "from", &mut errors);
+        let to = parse_time_param(params, "to", &mut errors);
+        check_range(from, to, "from", &mut errors);
+        let limit = match params.get("limit") {
+            None => 50,
+            Some(s) => {
+                let v = s.parse::<u64>().map(Value::from).unwrap_or(Value::Null);
+                if v.is_null() {
+                    errors.push(FieldError::new(
+                        "limit",
+                        format!("must be an integer from 1 to {MAX_TIMELINE_LIMIT}"),
+                    ));
+                    50
+                } else {
+                    parse_limit(Some(&v), "limit", 50, MAX_TIMELINE_LIMIT, &mut errors)
+                }
+            }
+        };
+        let cursor = match params.get("cursor") {
+            None => None,
+            Some(c) => {
+                let parsed = Cursor::decode(c);
+                if parsed.is_none() {
+                    errors.push(FieldError::new(
+                        "cursor",
+                        "is not a cursor returned by this server",
+                    ));
+                }
+                parsed
+            }
+        };
+        let include_superseded = match params.get("includeSuperseded").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => {
+                errors.push(FieldError::new(
+                    "includeSuperseded",
+                    "must be true or false",
+                ));
+                false
+            }
+        };
+        if !errors.is_empty() {
+            return Err(Problem::validation(errors));
+        }
+        Ok(TimelineQuery {
+            scope: Scope {
+                actor_ids: one("actorId"),
+                project_ids: one("projectId"),
+                event_types: one("eventType"),
+                resource_refs: Vec::new(),
+                occurred_after: from,
+                occurred_before: to,
+            },
+            limit,
+            cursor,
+            include_superseded,
+        })
+    }
+}
+
+fn parse_time_param(
+    params: &HashMap<String, String>,
+    key: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<Timestamp> {
+    let s = params.get(key)?;
+    let t = Timestamp::parse(s);
+    if t.is_none() {
+        errors.push(FieldError::new(key, "must be an RFC 3339 date-time"));
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn recall_defaults_and_bounds() {
+        let r = RecallRequest::parse(&json!({"query": "renewal"})).expect("ok");
+        assert_eq!(r.limit, 10);
+        assert_eq!(r.scope, Scope::default());
+        for bad in [
+            json!({"query": ""}),
+            json!({"query": "x", "limit": 0}),
+            json!({"query": "x", "limit": 101}),
+            json!({"query": "x", "colour": 1}),
+            json!({"query": "x", "scope": {"actor": "a"}}),
+        ] {
+            assert!(RecallRequest::parse(&bad).is_err(), "{bad}");
+        }
+        let err = RecallRequest::parse(&json!({"query": 3, "limit": "x"})).expect_err("bad");
+        assert_eq!(err.errors.len(), 2);
+    }
+
+    #[test]
+    fn cursor_round_trip_and_rejects_garbage() {
+        let c = Cursor {
+            occurred_ms: 1_700_000_000_000,
+            event_id: "e|1".into(),
+        };
+        assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        assert_eq!(Cursor::decode("!!!"), None);
+    }
+
+    #[test]
+    fn timeline_params() {
+        let mut p = HashMap::new();
+        p.insert("actorId".to_string(), "a".to_string());
+        p.insert("limit".to_string(), "2".to_string());
+        let q = TimelineQuery::parse(&p).expect("ok");
+        assert_eq!(q.limit, 2);
+        assert_eq!(q.scope.actor_ids, vec!["a"]);
+        p.insert("bogus".to_string(), "1".to_string());
+        p.insert("from".to_string(), "nope".to_string());
+        let err = TimelineQuery::parse(&p).expect_err("bad");
+        assert_eq!(err.errors.len(), 2);
+    }
+}

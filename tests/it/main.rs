@@ -1,0 +1,8 @@
+//! HTTP-level integration tests with the real embedding model.
+
+mod common;
+mod http_auth;
+mod http_recall;
+mod http_storage;
+mod http_write;
+mod server_binary;
