@@ -325,12 +325,12 @@ impl Engine {
             .map_err(|_| writer_gone())?;
         match rx.await.map_err(|_| writer_gone())? {
             PutReply::Stored(event, decision) => Ok(WriteOutcome {
-                event,
+                event: *event,
                 decision,
                 replayed: false,
             }),
             PutReply::Replayed(event, decision) => Ok(WriteOutcome {
-                event,
+                event: *event,
                 decision,
                 replayed: true,
             }),

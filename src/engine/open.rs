@@ -37,7 +37,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::default()),
         vectors: VectorStore::new(embedder.dim()),
-        hnsw: HnswIndex::new(config.hnsw.clone()),
+        hnsw: HnswIndex::new(config.hnsw),
         scope,
         watermark: AtomicUsize::new(0),
         paths: paths.clone(),
@@ -115,7 +115,7 @@ fn attach_hnsw(
     config: &EngineConfig,
     last_seq: Option<u64>,
 ) -> anyhow::Result<Arc<Shared>> {
-    let loaded = match HnswIndex::load(&shared.paths.hnsw, config.hnsw.clone()) {
+    let loaded = match HnswIndex::load(&shared.paths.hnsw, config.hnsw) {
         Ok(found) => found,
         Err(e) => {
             tracing::warn!(error = %e, "hnsw snapshot unusable; rebuilding from stored vectors");
@@ -130,9 +130,9 @@ fn attach_hnsw(
         }
         Some(_) => {
             tracing::warn!("hnsw snapshot disagrees with the log; rebuilding");
-            (HnswIndex::new(config.hnsw.clone()), 0)
+            (HnswIndex::new(config.hnsw), 0)
         }
-        None => (HnswIndex::new(config.hnsw.clone()), 0),
+        None => (HnswIndex::new(config.hnsw), 0),
     };
     let items: Vec<(u32, Vec<f32>)> = (from..table.len())
         .filter_map(|doc| shared.vectors.get(doc as u32).map(|v| (doc as u32, v)))

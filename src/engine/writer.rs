@@ -42,9 +42,9 @@ pub struct PendingPut {
 #[derive(Debug)]
 pub enum PutReply {
     /// Stored now.
-    Stored(StoredEvent, Decision),
+    Stored(Box<StoredEvent>, Decision),
     /// Same id and content as an earlier write: the original result.
-    Replayed(StoredEvent, Decision),
+    Replayed(Box<StoredEvent>, Decision),
     /// A supersedes id does not exist in the tenant.
     NotFound(String),
     /// Conflicting id reuse, already-superseded target or a cycle.
@@ -186,7 +186,7 @@ impl Writer {
                 tracing::error!(error = %e, "index update failed after a durable write");
             }
             self.unsaved_hnsw += 1;
-            let _ = reply.send(PutReply::Stored(event, decision));
+            let _ = reply.send(PutReply::Stored(Box::new(event), decision));
         }
     }
 
@@ -364,7 +364,7 @@ fn replay_or_conflict(
     decision: Decision,
 ) -> PutReply {
     if new_hash == old_hash {
-        PutReply::Replayed(event, decision)
+        PutReply::Replayed(Box::new(event), decision)
     } else {
         PutReply::Conflict(format!(
             "event {} already exists with different content",
