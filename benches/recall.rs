@@ -170,6 +170,8 @@ fn bench_recall(c: &mut Criterion) {
                 scope,
                 limit: 10,
                 include_superseded: false,
+                include_stale: false,
+                as_of: None,
             };
             let probe = engine
                 .recall_with_vector(&grant, &req, &queries[0])

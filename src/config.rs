@@ -47,6 +47,16 @@ pub struct ServeArgs {
     /// Registered event types, comma-separated (default: the seed's six).
     #[arg(long, env = "EPISODIC_EVENT_TYPES")]
     pub event_types: Option<String>,
+    /// How often expired events are deleted, in seconds (they are hidden at read time regardless).
+    #[arg(long, env = "EPISODIC_SWEEP_INTERVAL_SECS", default_value_t = 60)]
+    pub sweep_interval_secs: u64,
+    /// Fields that define a subject for stale suppression: any of actor,type,resources, or `off`.
+    #[arg(
+        long,
+        env = "EPISODIC_STALE_SUBJECT",
+        default_value = "actor,type,resources"
+    )]
+    pub stale_subject: String,
     /// Threads of the CPU pool (embedding, scoring).
     #[arg(long, env = "EPISODIC_CPU_THREADS", default_value_t = 2)]
     pub cpu_threads: usize,
@@ -84,6 +94,12 @@ impl ServeArgs {
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
         c.cpu_threads = self.cpu_threads.max(1);
+        anyhow::ensure!(
+            self.sweep_interval_secs >= 1,
+            "--sweep-interval-secs must be at least 1"
+        );
+        c.writer.sweep_interval = Duration::from_secs(self.sweep_interval_secs);
+        c.stale = parse_subject(&self.stale_subject)?;
         Ok(c)
     }
 }
@@ -109,6 +125,24 @@ fn parse_weights(s: &str) -> anyhow::Result<crate::rank::Weights> {
     })
 }
 
+fn parse_subject(s: &str) -> anyhow::Result<crate::engine::SubjectRule> {
+    let mut rule = crate::engine::SubjectRule::OFF;
+    if s.trim() == "off" {
+        return Ok(rule);
+    }
+    for part in s.split(',').map(str::trim) {
+        match part {
+            "actor" => rule.actor = true,
+            "type" => rule.event_type = true,
+            "resources" => rule.resources = true,
+            other => anyhow::bail!(
+                "--stale-subject: unknown field {other:?} (use actor,type,resources or off)"
+            ),
+        }
+    }
+    Ok(rule)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +154,13 @@ mod tests {
         assert!(parse_weights("1,2").is_err());
         assert!(parse_weights("1,2,x,4").is_err());
         assert!(parse_weights("1,-2,3,4").is_err());
+    }
+
+    #[test]
+    fn subject_rule_parses() {
+        assert!(!parse_subject("off").expect("off").enabled());
+        let r = parse_subject("actor,resources").expect("rule");
+        assert!(r.actor && r.resources && !r.event_type);
+        assert!(parse_subject("actor,colour").is_err());
     }
 }

@@ -12,6 +12,7 @@
 //! `retrieve` ← `engine` ← `api`.
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod cpu;

@@ -23,6 +23,43 @@ struct Cli {
 enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
+    /// Physically purge deleted, erased and expired content (stop the server first).
+    Compact {
+        /// Directory holding the log, indexes and keys.
+        #[arg(long, env = "EPISODIC_DATA_DIR", default_value = "./data/var")]
+        data_dir: std::path::PathBuf,
+    },
+}
+
+/// Stands in for the model in offline maintenance, which never embeds.
+struct OfflineEmbedder;
+
+impl episodic::embed::Embedder for OfflineEmbedder {
+    fn model_id(&self) -> &str {
+        "offline"
+    }
+    fn dim(&self) -> usize {
+        episodic::embed::EMBEDDING_DIM
+    }
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, episodic::embed::EmbedError> {
+        Err(episodic::embed::EmbedError::Runtime(
+            "offline maintenance does not embed".into(),
+        ))
+    }
+}
+
+fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
+    let config = episodic::engine::EngineConfig::new(data_dir);
+    let engine = Engine::open(config, Arc::new(OfflineEmbedder))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let grant = episodic::auth::TenantGrant::internal(episodic::engine::ALL_TENANTS, "cli-compact");
+    let report = runtime.block_on(engine.compact(&grant));
+    runtime.block_on(engine.shutdown());
+    let report = report.map_err(|p| anyhow::anyhow!("{p}"))?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -35,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Compact { data_dir } => compact(data_dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

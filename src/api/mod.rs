@@ -6,6 +6,7 @@
 //! `/readyz` only once it is ready.
 
 mod extract;
+mod lifecycle;
 pub mod problem;
 mod routes;
 
@@ -51,7 +52,11 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/v1/events", post(routes::write_event))
-        .route("/v1/events/{event_id}", get(routes::get_event))
+        .route("/v1/events/{event_id}", get(routes::get_event).delete(lifecycle::delete_event))
+        .route("/v1/events/{event_id}/history", get(lifecycle::history))
+        .route("/v1/erasure", post(lifecycle::erasure))
+        .route("/v1/audit", get(lifecycle::audit))
+        .route("/v1/admin/compact", post(lifecycle::compact))
         .route("/v1/recall", post(routes::recall))
         .route("/v1/timeline", get(routes::timeline))
         .route("/v1/admin/keys", post(routes::create_key).get(routes::list_keys))

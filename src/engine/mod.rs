@@ -11,6 +11,7 @@
 //! - events with internal id ≥ `watermark` are not yet committed in tantivy and are matched
 //!   in memory with the same predicate, so acknowledged writes are recallable at once.
 
+mod lifecycle;
 mod open;
 mod table;
 mod writer;
@@ -20,14 +21,17 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-pub use table::{Entry, Table};
+pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
+pub use table::{Entry, Lookup, Slot, SubjectRule, Table, Tombstone};
 pub use writer::WriterConfig;
 
+use crate::audit::{AuditEntry, AuditQuery};
 use crate::auth::TenantGrant;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
@@ -39,8 +43,13 @@ use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
 use crate::rank::RankConfig;
 use crate::retrieve::{RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery};
-use crate::store::record::PutRecord;
+use crate::store::record::{DeleteRecord, PutRecord, TombstoneRecord};
+use lifecycle::DeleteReply;
 use writer::{Command, PendingPut, PutReply};
+
+/// Pseudo-tenant of offline maintenance: compaction reports every tenant's purged ids.
+/// It can never be a real tenant (`*` is not allowed in tenant ids).
+pub const ALL_TENANTS: &str = "*";
 
 /// Everything the engine is configured with.
 #[derive(Debug, Clone)]
@@ -61,6 +70,8 @@ pub struct EngineConfig {
     pub writer: WriterConfig,
     /// Threads of the CPU pool.
     pub cpu_threads: usize,
+    /// Which fields define a subject for stale suppression.
+    pub stale: SubjectRule,
 }
 
 impl EngineConfig {
@@ -82,8 +93,10 @@ impl EngineConfig {
                 refresh_interval: Duration::from_millis(500),
                 max_batch: 256,
                 hnsw_save_every: 20_000,
+                sweep_interval: Duration::from_secs(60),
             },
             cpu_threads: 2,
+            stale: SubjectRule::default(),
         }
     }
 }
@@ -97,6 +110,8 @@ pub struct Paths {
     pub scope: PathBuf,
     /// The HNSW snapshot directory.
     pub hnsw: PathBuf,
+    /// The audit trail.
+    pub audit: PathBuf,
 }
 
 impl Paths {
@@ -106,6 +121,7 @@ impl Paths {
             log: data_dir.join("log").join("events.log"),
             scope: data_dir.join("index").join("scope"),
             hnsw: data_dir.join("index").join("hnsw"),
+            audit: data_dir.join("audit").join("audit.log"),
         }
     }
 }
@@ -114,14 +130,16 @@ impl Paths {
 pub struct Shared {
     /// All events.
     pub table: RwLock<Table>,
-    /// All vectors, by internal id.
-    pub vectors: VectorStore,
-    /// The HNSW graph over all vectors.
-    pub hnsw: HnswIndex,
+    /// All vectors, by internal id (swapped whole by compaction).
+    pub vectors: ArcSwap<VectorStore>,
+    /// The HNSW graph over all vectors (swapped whole by compaction).
+    pub hnsw: ArcSwap<HnswIndex>,
     /// The tantivy scope index.
     pub scope: ScopeIndex,
     /// Internal ids below this are committed in `scope`.
     pub watermark: AtomicUsize,
+    /// The audit trail, in sequence order.
+    pub audit: RwLock<Vec<AuditEntry>>,
     /// File locations.
     pub paths: Paths,
 }
@@ -167,14 +185,16 @@ pub(crate) fn apply_put(
     index: bool,
 ) -> Result<(), String> {
     let mut table = shared.table.write();
-    let doc = table.len() as u32;
-    shared
-        .vectors
-        .push(doc, &put.vector)
-        .map_err(|e| e.to_string())?;
+    let doc = put.doc;
+    push_vector(shared, doc, &put.vector)?;
     if matches!(put.decision, Decision::Allow { .. }) {
         for old in &put.event.supersedes_event_ids {
-            table.mark_superseded(&put.event.tenant_id, old, &put.event.event_id);
+            table.mark_superseded(
+                &put.event.tenant_id,
+                old,
+                &put.event.event_id,
+                put.event.recorded_at,
+            );
         }
     }
     let entry = Entry {
@@ -193,10 +213,55 @@ pub(crate) fn apply_put(
             .map_err(|e| e.to_string())?;
         shared
             .hnsw
+            .load()
             .insert(doc, &put.vector)
             .map_err(|e| e.to_string())?;
     }
     table.push(entry);
+    Ok(())
+}
+
+/// Appends `v` at `doc`, padding gaps left by compaction with zero vectors.
+fn push_vector(shared: &Shared, doc: u32, v: &[f32]) -> Result<(), String> {
+    let store = shared.vectors.load();
+    while (store.len() as u32) < doc {
+        let gap = store.len() as u32;
+        store
+            .push(gap, &vec![0.0; store.dim()])
+            .map_err(|e| e.to_string())?;
+    }
+    store.push(doc, v).map_err(|e| e.to_string())
+}
+
+/// Applies a logged deletion: tombstones in the table, deletes in the scope index.
+pub(crate) fn apply_delete(shared: &Shared, rec: &DeleteRecord, index: bool) -> Vec<Arc<Entry>> {
+    let mut table = shared.table.write();
+    let mut removed = Vec::new();
+    for id in &rec.event_ids {
+        if let Some(entry) = table.delete(&rec.tenant_id, id, rec.deleted_at) {
+            if index {
+                if let Err(e) = shared.scope.delete(entry.doc) {
+                    tracing::error!(error = %e, "scope index delete failed");
+                }
+            }
+            removed.push(entry);
+        }
+    }
+    removed
+}
+
+/// Applies a compacted tombstone.
+pub(crate) fn apply_tombstone(shared: &Shared, seq: u64, t: TombstoneRecord) -> Result<(), String> {
+    let dim = shared.vectors.load().dim();
+    push_vector(shared, t.doc, &vec![0.0; dim])?;
+    shared.table.write().push_tombstone(Tombstone {
+        doc: t.doc,
+        seq,
+        tenant_id: t.tenant_id,
+        event_id: t.event_id,
+        deleted_at: t.deleted_at,
+        unpurged: false,
+    });
     Ok(())
 }
 
@@ -219,8 +284,8 @@ impl Engine {
     /// Current counters.
     pub fn stats(&self) -> EngineStats {
         EngineStats {
-            events: self.shared.table.read().len(),
-            hnsw_len: self.shared.hnsw.len(),
+            events: self.shared.table.read().live(),
+            hnsw_len: self.shared.hnsw.load().len(),
             scope_docs: self.shared.scope.num_docs(),
         }
     }
@@ -264,6 +329,13 @@ impl Engine {
                 self.config.policy.version
             );
             let decision_json = serde_json::to_value(&decision).unwrap_or(Value::Null);
+            let audit_detail = serde_json::json!({
+                "decision": decision_json,
+                "policyVersion": self.config.policy.version,
+                "contentHash": crate::audit::content_hash(&input.summary),
+            });
+            let ids = input.event_id.iter().cloned().collect();
+            self.audit(read_audit(grant, "deny", ids, audit_detail));
             return Err(
                 Problem::new(ErrorCode::PolicyDenied, detail).with_extra("decision", decision_json)
             );
@@ -302,8 +374,10 @@ impl Engine {
             return Ok(None);
         };
         let table = self.shared.table.read();
-        let Some(entry) = table.find(grant.tenant(), id) else {
-            return Ok(None);
+        let entry = match table.lookup(grant.tenant(), id) {
+            Lookup::Missing => return Ok(None),
+            Lookup::Deleted(_) => return Err(deleted_conflict(id)),
+            Lookup::Live(entry) => entry,
         };
         if entry.input_hash != hash {
             return Err(Problem::new(
@@ -311,6 +385,8 @@ impl Engine {
                 format!("event {id} already exists with different content"),
             ));
         }
+        let detail = serde_json::json!({"replayed": true, "contentHash": crate::audit::content_hash(&entry.event.summary)});
+        self.audit(read_audit(grant, "write", vec![id.clone()], detail));
         Ok(Some(WriteOutcome {
             event: entry.event.clone(),
             decision: entry.decision.clone(),
@@ -382,13 +458,24 @@ impl Engine {
 
     /// One event of the grant's tenant, or 404 (also for other tenants' ids).
     pub fn get(&self, grant: &TenantGrant, event_id: &str) -> Result<StoredEvent, Problem> {
-        let table = self.shared.table.read();
-        match table.find(grant.tenant(), event_id) {
-            Some(e) if e.event.tenant_id == grant.tenant() && !e.is_expired(Timestamp::now()) => {
-                Ok(e.event.clone())
+        let event = {
+            let table = self.shared.table.read();
+            match table.find(grant.tenant(), event_id) {
+                Some(e)
+                    if e.event.tenant_id == grant.tenant() && !e.is_expired(Timestamp::now()) =>
+                {
+                    e.event.clone()
+                }
+                _ => return Err(Problem::event_not_found(event_id)),
             }
-            _ => Err(Problem::event_not_found(event_id)),
-        }
+        };
+        self.audit(read_audit(
+            grant,
+            "get",
+            vec![event.event_id.clone()],
+            Value::Null,
+        ));
+        Ok(event)
     }
 
     /// Scope-first recall.
@@ -400,11 +487,25 @@ impl Engine {
         let query_vector = self.embed_one(req.query.clone()).await?;
         let shared = Arc::clone(&self.shared);
         let config = Arc::clone(&self.config);
-        let grant = grant.clone();
-        self.cpu
-            .run(move || crate::retrieve::recall(&shared, &config, &grant, &req, &query_vector))
+        let grant2 = grant.clone();
+        let detail = serde_json::json!({
+            "scope": req.scope,
+            "queryHash": crate::audit::content_hash(&req.query),
+            "limit": req.limit,
+            "asOf": req.as_of,
+        });
+        let resp = self
+            .cpu
+            .run(move || crate::retrieve::recall(&shared, &config, &grant2, &req, &query_vector))
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))?
+            .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
+        let ids = resp
+            .results
+            .iter()
+            .map(|h| h.event.event_id.clone())
+            .collect();
+        self.audit(read_audit(grant, "recall", ids, detail));
+        Ok(resp)
     }
 
     /// Recall with a precomputed query vector (benchmarks, eval).
@@ -424,17 +525,133 @@ impl Engine {
         query: TimelineQuery,
     ) -> Result<TimelinePage, Problem> {
         let shared = Arc::clone(&self.shared);
-        let grant = grant.clone();
-        self.cpu
-            .run(move || crate::retrieve::timeline(&shared, &grant, &query))
+        let grant2 = grant.clone();
+        let detail = serde_json::json!({"scope": query.scope, "asOf": query.as_of});
+        let page = self
+            .cpu
+            .run(move || crate::retrieve::timeline(&shared, &grant2, &query))
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))?
+            .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
+        let ids = page.events.iter().map(|e| e.event_id.clone()).collect();
+        self.audit(read_audit(grant, "timeline", ids, detail));
+        Ok(page)
     }
 
     /// Whether an event's status makes it visible to recall and timeline by default.
     pub fn is_default_visible(status: EventStatus) -> bool {
         status == EventStatus::Active
     }
+
+    /// Queues an audit entry (reads, denials); durable with the writer's next flush.
+    pub fn audit(&self, entry: AuditEntry) {
+        let _ = self.tx.send(Command::Audit(Box::new(entry)));
+    }
+
+    /// Deletes one event of the grant's tenant; idempotent (a second call returns the receipt).
+    pub async fn delete(&self, grant: &TenantGrant, event_id: &str) -> Result<Receipt, Problem> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Delete {
+            tenant: grant.tenant().to_string(),
+            event_ids: vec![event_id.to_string()],
+            key_id: grant.key_id().to_string(),
+            reply: tx,
+        };
+        self.tx.send(cmd).map_err(|_| writer_gone())?;
+        match rx.await.map_err(|_| writer_gone())? {
+            DeleteReply::Deleted(mut receipts) => receipts
+                .pop()
+                .ok_or_else(|| Problem::event_not_found(event_id)),
+            DeleteReply::NotFound(id) => Err(Problem::event_not_found(&id)),
+            DeleteReply::Unavailable(msg) => Err(storage_unavailable(&msg)),
+        }
+    }
+
+    /// Erases every event of `actor_id` in the grant's tenant whose retention allows it.
+    pub async fn erase(
+        &self,
+        grant: &TenantGrant,
+        actor_id: &str,
+    ) -> Result<ErasureReceipt, Problem> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Erase {
+            tenant: grant.tenant().to_string(),
+            actor_id: actor_id.to_string(),
+            key_id: grant.key_id().to_string(),
+            reply: tx,
+        };
+        self.tx.send(cmd).map_err(|_| writer_gone())?;
+        rx.await
+            .map_err(|_| writer_gone())?
+            .map_err(|e| storage_unavailable(&e))
+    }
+
+    /// Physically purges deleted content from every file (blocks writes while it runs).
+    pub async fn compact(&self, grant: &TenantGrant) -> Result<CompactReport, Problem> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Compact {
+            tenant: grant.tenant().to_string(),
+            key_id: grant.key_id().to_string(),
+            reply: tx,
+        };
+        self.tx.send(cmd).map_err(|_| writer_gone())?;
+        rx.await
+            .map_err(|_| writer_gone())?
+            .map_err(|e| storage_unavailable(&e))
+    }
+
+    /// One page of the grant's tenant's audit trail.
+    pub async fn audit_page(
+        &self,
+        grant: &TenantGrant,
+        q: &AuditQuery,
+    ) -> Result<Vec<AuditEntry>, Problem> {
+        self.refresh().await?;
+        let audit = self.shared.audit.read();
+        Ok(audit
+            .iter()
+            .filter(|e| e.tenant_id == grant.tenant() && q.matches(e))
+            .take(q.limit)
+            .cloned()
+            .collect())
+    }
+
+    /// The life of one event: its current state (if live) and every audit entry naming it,
+    /// oldest first; 404 if it never existed in the tenant. Audited as a `history` read.
+    pub async fn history(
+        &self,
+        grant: &TenantGrant,
+        event_id: &str,
+    ) -> Result<(Option<StoredEvent>, Vec<AuditEntry>), Problem> {
+        let current = match self.shared.table.read().lookup(grant.tenant(), event_id) {
+            Lookup::Missing => return Err(Problem::event_not_found(event_id)),
+            Lookup::Live(e) => Some(e.event.clone()),
+            Lookup::Deleted(_) => None,
+        };
+        let q = AuditQuery {
+            event_id: Some(event_id.to_string()),
+            limit: usize::MAX,
+            ..AuditQuery::default()
+        };
+        let entries = self.audit_page(grant, &q).await?;
+        self.audit(read_audit(
+            grant,
+            "history",
+            vec![event_id.to_string()],
+            Value::Null,
+        ));
+        Ok((current, entries))
+    }
+}
+
+fn read_audit(grant: &TenantGrant, action: &str, ids: Vec<String>, detail: Value) -> AuditEntry {
+    AuditEntry::new(grant.tenant(), grant.key_id(), action, ids, detail)
+}
+
+fn storage_unavailable(msg: &str) -> Problem {
+    Problem::new(
+        ErrorCode::StorageUnavailable,
+        format!("the event log cannot accept writes: {msg}"),
+    )
 }
 
 fn normalized(mut v: Vec<f32>, dim: usize) -> Result<Vec<f32>, Problem> {
@@ -447,6 +664,14 @@ fn normalized(mut v: Vec<f32>, dim: usize) -> Result<Vec<f32>, Problem> {
     }
     v.iter_mut().for_each(|x| *x /= norm);
     Ok(v)
+}
+
+/// A client id that names a deleted event is never reused.
+pub(crate) fn deleted_conflict(id: &str) -> Problem {
+    Problem::new(
+        ErrorCode::Conflict,
+        format!("event {id} was deleted; its id cannot be reused"),
+    )
 }
 
 fn writer_gone() -> Problem {

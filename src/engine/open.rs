@@ -1,5 +1,5 @@
 //! Start-up: replay the log into the table, bring each derived index up to the log's last
-//! sequence (catch-up or full rebuild), then start the writer thread.
+//! sequence (catch-up or full rebuild), load the audit trail, then start the writer thread.
 //!
 //! Invariants: an index whose recorded sequence is ahead of the log, whose contents disagree
 //! with the log, or which fails to open is discarded and rebuilt from the log; nothing here
@@ -10,10 +10,14 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use anyhow::Context;
+use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 
 use super::writer::Writer;
-use super::{apply_put, Engine, EngineConfig, Paths, Shared, Table};
+use super::{
+    apply_delete, apply_put, apply_tombstone, Engine, EngineConfig, Paths, Shared, Slot, Table,
+};
+use crate::audit::AuditEntry;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::index::scope::ScopeIndex;
@@ -32,33 +36,39 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
             "dropped a torn, unacknowledged log tail"
         );
     }
+    let (audit_log, audit) = open_audit(&paths)?;
     let last_seq = recovery.records.last().map(|r| r.seq);
     let (scope, scope_seq) = open_scope(&paths, last_seq)?;
     let shared = Arc::new(Shared {
-        table: RwLock::new(Table::default()),
-        vectors: VectorStore::new(embedder.dim()),
-        hnsw: HnswIndex::new(config.hnsw),
+        table: RwLock::new(Table::new(config.stale)),
+        vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
+        hnsw: ArcSwap::from_pointee(HnswIndex::new(config.hnsw)),
         scope,
         watermark: AtomicUsize::new(0),
+        audit: RwLock::new(audit),
         paths: paths.clone(),
     });
     replay(&shared, recovery.records, scope_seq)?;
-    let shared = attach_hnsw(shared, &config, last_seq)?;
-    let len = shared.table.read().len();
+    attach_hnsw(&shared, &config, last_seq)?;
+    let next_doc = shared.table.read().next_doc() as usize;
     shared
         .scope
         .commit(last_seq.unwrap_or(0))
         .context("committing the scope index after replay")?;
     shared
         .watermark
-        .store(len, std::sync::atomic::Ordering::Release);
-    tracing::info!(events = len, "engine recovered from the log");
-    start(shared, log, config, embedder)
+        .store(next_doc, std::sync::atomic::Ordering::Release);
+    tracing::info!(
+        events = shared.table.read().live(),
+        "engine recovered from the log"
+    );
+    start(shared, log, audit_log, config, embedder)
 }
 
 fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
     for dir in [
         paths.log.parent(),
+        paths.audit.parent(),
         Some(paths.scope.as_path()),
         Some(paths.hnsw.as_path()),
     ]
@@ -68,6 +78,19 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
+}
+
+fn open_audit(paths: &Paths) -> anyhow::Result<(Log, Vec<AuditEntry>)> {
+    let (log, recovery) = Log::open(&paths.audit)
+        .with_context(|| format!("opening audit log {}", paths.audit.display()))?;
+    let mut entries = Vec::with_capacity(recovery.records.len());
+    for rec in recovery.records {
+        let mut entry: AuditEntry = serde_json::from_slice(&rec.payload)
+            .with_context(|| format!("audit log {} record {}", paths.audit.display(), rec.seq))?;
+        entry.seq = rec.seq;
+        entries.push(entry);
+    }
+    Ok((log, entries))
 }
 
 /// Opens the scope index, discarding it when unreadable or ahead of the log.
@@ -87,34 +110,50 @@ fn open_scope(paths: &Paths, last_seq: Option<u64>) -> anyhow::Result<(ScopeInde
     Ok((index, None))
 }
 
-/// Replays records into the table and vectors; the scope index gets those it lacks.
+/// Replays records into the table and vectors; the scope index gets the docs it lacks.
 fn replay(shared: &Shared, records: Vec<LogRecord>, scope_seq: Option<u64>) -> anyhow::Result<()> {
     for rec in records {
-        let Record::Put(put) =
-            decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
         let needs_scope = scope_seq.is_none_or(|s| rec.seq > s);
-        let doc = shared.table.read().len() as u32;
-        apply_put(shared, rec.seq, put, false).map_err(anyhow::Error::msg)?;
-        if needs_scope {
-            let table = shared.table.read();
-            if let Some(entry) = table.get(doc) {
-                shared.scope.add(&entry.scope_doc())?;
+        let record = decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+        match record {
+            Record::Put(put) => {
+                let doc = put.doc;
+                apply_put(shared, rec.seq, put, false).map_err(anyhow::Error::msg)?;
+                if needs_scope {
+                    add_to_scope(shared, doc)?;
+                }
             }
+            Record::Delete(d) => {
+                for entry in apply_delete(shared, &d, false) {
+                    if needs_scope {
+                        shared.scope.delete(entry.doc)?;
+                    }
+                }
+            }
+            Record::Tombstone(t) => {
+                apply_tombstone(shared, rec.seq, t).map_err(anyhow::Error::msg)?
+            }
+            Record::Marker => {}
         }
     }
-    let docs = shared.table.read().len() as u64;
-    if shared.scope.has_uncommitted() || scope_seq.is_some() {
-        tracing::info!(docs, "scope index caught up with the log");
+    Ok(())
+}
+
+fn add_to_scope(shared: &Shared, doc: u32) -> anyhow::Result<()> {
+    let table = shared.table.read();
+    if let Some(entry) = table.get(doc) {
+        shared.scope.add(&entry.scope_doc())?;
     }
     Ok(())
 }
 
 /// Loads the HNSW snapshot and inserts what it lacks, or rebuilds it from the stored vectors.
+/// The snapshot holds every vector logged up to its sequence, deleted or not (until compaction).
 fn attach_hnsw(
-    shared: Arc<Shared>,
+    shared: &Shared,
     config: &EngineConfig,
     last_seq: Option<u64>,
-) -> anyhow::Result<Arc<Shared>> {
+) -> anyhow::Result<()> {
     let loaded = match HnswIndex::load(&shared.paths.hnsw, config.hnsw) {
         Ok(found) => found,
         Err(e) => {
@@ -123,19 +162,20 @@ fn attach_hnsw(
         }
     };
     let table = shared.table.read();
-    let (hnsw, from) = match loaded {
-        Some((h, seq)) if Some(seq) <= last_seq && h.len() == count_upto(&table, seq) => {
-            let len = h.len();
-            (h, len)
+    let (hnsw, from_seq) = match loaded {
+        Some((h, seq)) if Some(seq) <= last_seq && h.len() == vectors_upto(&table, seq) => {
+            (h, Some(seq))
         }
         Some(_) => {
             tracing::warn!("hnsw snapshot disagrees with the log; rebuilding");
-            (HnswIndex::new(config.hnsw), 0)
+            (HnswIndex::new(config.hnsw), None)
         }
-        None => (HnswIndex::new(config.hnsw), 0),
+        None => (HnswIndex::new(config.hnsw), None),
     };
-    let items: Vec<(u32, Vec<f32>)> = (from..table.len())
-        .filter_map(|doc| shared.vectors.get(doc as u32).map(|v| (doc as u32, v)))
+    let vectors = shared.vectors.load();
+    let items: Vec<(u32, Vec<f32>)> = indexed_slots(&table)
+        .filter(|(_, seq)| from_seq.is_none_or(|s| *seq > s))
+        .filter_map(|(doc, _)| vectors.get(doc).map(|v| (doc, v)))
         .collect();
     drop(table);
     let refs: Vec<(u32, &[f32])> = items.iter().map(|(d, v)| (*d, v.as_slice())).collect();
@@ -144,24 +184,32 @@ fn attach_hnsw(
             .context("rebuilding the hnsw graph")?;
         tracing::info!(inserted = refs.len(), "hnsw caught up with the log");
     }
-    let mut shared = Arc::into_inner(shared).context("engine state shared during open")?;
-    shared.hnsw = hnsw;
-    Ok(Arc::new(shared))
+    shared.hnsw.store(Arc::new(hnsw));
+    Ok(())
 }
 
-fn count_upto(table: &Table, seq: u64) -> usize {
-    let all = table.tail(0);
-    all.partition_point(|e| e.seq <= seq)
+/// `(doc, seq)` of every slot whose vector is in the log (live, or deleted but unpurged).
+fn indexed_slots(table: &Table) -> impl Iterator<Item = (u32, u64)> + '_ {
+    table.slots().iter().filter_map(|s| match s {
+        Slot::Live(e) => Some((e.doc, e.seq)),
+        Slot::Deleted(t) if t.unpurged => Some((t.doc, t.seq)),
+        Slot::Deleted(_) | Slot::Empty => None,
+    })
+}
+
+fn vectors_upto(table: &Table, seq: u64) -> usize {
+    indexed_slots(table).filter(|(_, s)| *s <= seq).count()
 }
 
 fn start(
     shared: Arc<Shared>,
     log: Log,
+    audit_log: Log,
     config: EngineConfig,
     embedder: Arc<dyn Embedder>,
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
-    let writer = Writer::new(Arc::clone(&shared), log, config.writer.clone());
+    let writer = Writer::new(Arc::clone(&shared), log, audit_log, config.writer.clone());
     let handle = std::thread::Builder::new()
         .name("episodic-writer".into())
         .spawn(move || writer.run(&rx))

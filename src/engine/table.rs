@@ -1,9 +1,12 @@
-//! The in-memory event table: every logged event by dense internal id, with a per-tenant
-//! id lookup. Rebuilt from the log on start.
+//! The in-memory event table: every logged event by internal id, with a per-tenant id
+//! lookup, a subject index for stale suppression and the list of expiring events. Rebuilt
+//! from the log on start.
 //!
-//! Invariants: internal ids are dense, assigned in log order, and never reused within a
-//! process; `(tenant, eventId)` is unique; entries are immutable `Arc`s replaced whole on a
-//! status change, so readers holding one see a consistent event.
+//! Invariants: internal ids are assigned once, in log order, and never reused (compaction
+//! keeps them); `(tenant, eventId)` is unique and stays reserved after deletion (a tombstone),
+//! so a deleted event is never resurrected by a retry; a deleted event keeps no content in
+//! memory; entries are immutable `Arc`s replaced whole on a status change, so readers holding
+//! one see a consistent event.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +15,10 @@ use crate::index::scope::ScopeDoc;
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::rank::Prior;
 
-/// One stored event plus what the engine needs around it.
+/// One live (not deleted) event plus what the engine needs around it.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// Dense internal id (also the vector and HNSW id).
+    /// Internal id (also the vector and HNSW id).
     pub doc: u32,
     /// Log sequence number of the record that created it.
     pub seq: u64,
@@ -61,66 +64,270 @@ impl Entry {
     }
 }
 
+/// What remains of a deleted event: its ids, never its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    /// Internal id it held.
+    pub doc: u32,
+    /// Log sequence of the record that created the event.
+    pub seq: u64,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Event id.
+    pub event_id: String,
+    /// When it was deleted.
+    pub deleted_at: Timestamp,
+    /// Whether its record (and vector) is still in the log, i.e. not yet purged.
+    pub unpurged: bool,
+}
+
+/// One internal id's state.
+#[derive(Debug, Clone)]
+pub enum Slot {
+    /// Never used (a gap left by compaction).
+    Empty,
+    /// A live event.
+    Live(Arc<Entry>),
+    /// A deleted event.
+    Deleted(Arc<Tombstone>),
+}
+
+/// Which fields define an event's subject for stale suppression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubjectRule {
+    /// Same actor.
+    pub actor: bool,
+    /// Same event type.
+    pub event_type: bool,
+    /// Same non-empty set of resource refs.
+    pub resources: bool,
+}
+
+impl Default for SubjectRule {
+    fn default() -> Self {
+        SubjectRule {
+            actor: true,
+            event_type: true,
+            resources: true,
+        }
+    }
+}
+
+impl SubjectRule {
+    /// The rule that disables stale suppression.
+    pub const OFF: SubjectRule = SubjectRule {
+        actor: false,
+        event_type: false,
+        resources: false,
+    };
+
+    /// Whether any field is selected.
+    pub fn enabled(&self) -> bool {
+        self.actor || self.event_type || self.resources
+    }
+
+    /// The subject key of an event, or `None` when it has no subject under this rule.
+    pub fn key(&self, e: &StoredEvent) -> Option<String> {
+        if !self.enabled() || (self.resources && e.resource_refs.is_empty()) {
+            return None;
+        }
+        let mut key = e.tenant_id.clone();
+        if self.actor {
+            key.push('\u{1f}');
+            key.push_str(&e.actor_id);
+        }
+        if self.event_type {
+            key.push('\u{1f}');
+            key.push_str(&e.event_type);
+        }
+        if self.resources {
+            let mut refs: Vec<&str> = e.resource_refs.iter().map(String::as_str).collect();
+            refs.sort_unstable();
+            refs.dedup();
+            key.push('\u{1f}');
+            key.push_str(&refs.join("\u{1e}"));
+        }
+        Some(key)
+    }
+}
+
 /// All events, by internal id.
 #[derive(Debug, Default)]
 pub struct Table {
-    entries: Vec<Arc<Entry>>,
+    slots: Vec<Slot>,
     by_id: HashMap<(String, String), u32>,
+    subjects: HashMap<String, Vec<u32>>,
+    expiring: Vec<u32>,
+    rule: SubjectRule,
+    live: usize,
+}
+
+/// The result of looking an event id up.
+#[derive(Debug, Clone, Copy)]
+pub enum Lookup<'a> {
+    /// No such id in the tenant.
+    Missing,
+    /// A live event.
+    Live(&'a Arc<Entry>),
+    /// A deleted event.
+    Deleted(&'a Arc<Tombstone>),
 }
 
 impl Table {
-    /// Number of events (= next internal id).
-    pub fn len(&self) -> usize {
-        self.entries.len()
+    /// An empty table using `rule` for subjects.
+    pub fn new(rule: SubjectRule) -> Self {
+        Table {
+            rule,
+            ..Table::default()
+        }
     }
 
-    /// Whether the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+    /// Next unused internal id.
+    pub fn next_doc(&self) -> u32 {
+        self.slots.len() as u32
     }
 
-    /// The entry with internal id `doc`.
+    /// Number of live events.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Every slot, by internal id.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// The live entry with internal id `doc`.
     pub fn get(&self, doc: u32) -> Option<&Arc<Entry>> {
-        self.entries.get(doc as usize)
+        match self.slots.get(doc as usize) {
+            Some(Slot::Live(e)) => Some(e),
+            Some(Slot::Empty | Slot::Deleted(_)) | None => None,
+        }
     }
 
-    /// The entry for `(tenant, event_id)`.
+    /// Looks `(tenant, event_id)` up, live or deleted.
+    pub fn lookup(&self, tenant: &str, event_id: &str) -> Lookup<'_> {
+        let Some(doc) = self.by_id.get(&(tenant.to_string(), event_id.to_string())) else {
+            return Lookup::Missing;
+        };
+        match self.slots.get(*doc as usize) {
+            Some(Slot::Live(e)) => Lookup::Live(e),
+            Some(Slot::Deleted(t)) => Lookup::Deleted(t),
+            Some(Slot::Empty) | None => Lookup::Missing,
+        }
+    }
+
+    /// The live entry for `(tenant, event_id)`.
     pub fn find(&self, tenant: &str, event_id: &str) -> Option<&Arc<Entry>> {
-        let doc = self
-            .by_id
-            .get(&(tenant.to_string(), event_id.to_string()))?;
-        self.get(*doc)
+        match self.lookup(tenant, event_id) {
+            Lookup::Live(e) => Some(e),
+            Lookup::Missing | Lookup::Deleted(_) => None,
+        }
     }
 
-    /// Appends a new entry; its `doc` must equal `len()`.
+    fn place(&mut self, doc: u32, slot: Slot) {
+        let i = doc as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, Slot::Empty);
+        }
+        self.slots[i] = slot;
+    }
+
+    /// Adds a live entry at its internal id.
     pub fn push(&mut self, entry: Entry) {
-        debug_assert_eq!(entry.doc as usize, self.entries.len());
+        let doc = entry.doc;
         let key = (entry.event.tenant_id.clone(), entry.event.event_id.clone());
-        self.by_id.insert(key, entry.doc);
-        self.entries.push(Arc::new(entry));
+        self.by_id.insert(key, doc);
+        if let Some(subject) = self.rule.key(&entry.event) {
+            self.subjects.entry(subject).or_default().push(doc);
+        }
+        if entry.event.retention.expires_at.is_some() {
+            self.expiring.push(doc);
+        }
+        self.place(doc, Slot::Live(Arc::new(entry)));
+        self.live += 1;
     }
 
-    /// Marks `(tenant, event_id)` superseded by `by`; returns whether it existed.
-    pub fn mark_superseded(&mut self, tenant: &str, event_id: &str, by: &str) -> bool {
-        let Some(doc) = self
-            .by_id
-            .get(&(tenant.to_string(), event_id.to_string()))
-            .copied()
-        else {
+    /// Adds a tombstone at its internal id.
+    pub fn push_tombstone(&mut self, t: Tombstone) {
+        let key = (t.tenant_id.clone(), t.event_id.clone());
+        self.by_id.insert(key, t.doc);
+        let doc = t.doc;
+        self.place(doc, Slot::Deleted(Arc::new(t)));
+    }
+
+    /// Marks `(tenant, event_id)` superseded by `by` at `at`; returns whether it was live.
+    pub fn mark_superseded(
+        &mut self,
+        tenant: &str,
+        event_id: &str,
+        by: &str,
+        at: Timestamp,
+    ) -> bool {
+        let Some(entry) = self.find(tenant, event_id) else {
             return false;
         };
-        let Some(slot) = self.entries.get_mut(doc as usize) else {
-            return false;
-        };
-        let mut entry = Entry::clone(slot);
+        let mut entry = Entry::clone(entry);
         entry.event.status = EventStatus::Superseded;
         entry.event.superseded_by = Some(by.to_string());
-        *slot = Arc::new(entry);
+        entry.event.superseded_at = Some(at);
+        let doc = entry.doc;
+        self.place(doc, Slot::Live(Arc::new(entry)));
         true
     }
 
-    /// Entries with internal id ≥ `from`.
-    pub fn tail(&self, from: usize) -> &[Arc<Entry>] {
-        self.entries.get(from..).unwrap_or(&[])
+    /// Replaces a live entry's event (status changes).
+    pub fn replace_event(&mut self, doc: u32, event: StoredEvent) {
+        if let Some(entry) = self.get(doc) {
+            let mut entry = Entry::clone(entry);
+            entry.event = event;
+            self.place(doc, Slot::Live(Arc::new(entry)));
+        }
+    }
+
+    /// Deletes a live event, keeping only a tombstone; returns the removed entry.
+    pub fn delete(&mut self, tenant: &str, event_id: &str, at: Timestamp) -> Option<Arc<Entry>> {
+        let entry = Arc::clone(self.find(tenant, event_id)?);
+        if let Some(subject) = self.rule.key(&entry.event) {
+            if let Some(list) = self.subjects.get_mut(&subject) {
+                list.retain(|d| *d != entry.doc);
+            }
+        }
+        self.expiring.retain(|d| *d != entry.doc);
+        self.push_tombstone(Tombstone {
+            doc: entry.doc,
+            seq: entry.seq,
+            tenant_id: entry.event.tenant_id.clone(),
+            event_id: entry.event.event_id.clone(),
+            deleted_at: at,
+            unpurged: true,
+        });
+        self.live -= 1;
+        Some(entry)
+    }
+
+    /// Live docs sharing `entry`'s subject (including itself), or none.
+    pub fn same_subject(&self, entry: &Entry) -> &[u32] {
+        self.rule
+            .key(&entry.event)
+            .and_then(|k| self.subjects.get(&k))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Live docs with an expiry.
+    pub fn expiring(&self) -> &[u32] {
+        &self.expiring
+    }
+
+    /// Live entries with internal id ≥ `from`.
+    pub fn live_from(&self, from: usize) -> impl Iterator<Item = &Arc<Entry>> {
+        self.slots
+            .get(from..)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Live(e) => Some(e),
+                Slot::Empty | Slot::Deleted(_) => None,
+            })
     }
 }

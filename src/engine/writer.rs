@@ -1,10 +1,12 @@
-//! The single writer: one OS thread owns the log, batches concurrent writes into one fsync
-//! (group commit), applies them to the table and indexes, then answers the waiting requests.
+//! The single writer: one OS thread owns the event log and the audit log, batches concurrent
+//! writes into one fsync (group commit), applies them to the table and indexes, then answers
+//! the waiting requests. Deletions, erasures, expiry sweeps and compaction run here too.
 //!
 //! Invariants: a reply of success is sent only after the batch's fsync returned; checks that
-//! depend on stored state (idempotency, supersession) run here, serially, so they cannot
-//! race; the scope index is committed (and the fresh-doc watermark advanced) at most every
-//! `refresh_interval`, or at once for a `wait_for` request.
+//! depend on stored state (idempotency, supersession, deletion) run here, serially, so they
+//! cannot race; the scope index is committed (and the fresh-doc watermark advanced) at most
+//! every `refresh_interval`, or at once for a `wait_for` request; audit entries of a batch
+//! are durable before the next batch starts.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -12,12 +14,15 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{apply_put, Shared};
+use super::lifecycle::{CompactReport, DeleteReply, ErasureReceipt};
+use super::{apply_put, Lookup, Shared};
+use crate::audit::{content_hash, AuditEntry};
 use crate::model::{Decision, EventInput, EventStatus, StoredEvent, Timestamp};
 use crate::store::log::Log;
-use crate::store::record::{encode, PutRecord, Record};
+use crate::store::record::{encode, DeleteReason, PutRecord, Record};
 
 /// A write the handler has validated, decided and embedded.
 #[derive(Debug)]
@@ -58,7 +63,40 @@ pub enum PutReply {
 pub enum Command {
     /// Store one event.
     Put(Box<PendingPut>, oneshot::Sender<PutReply>),
-    /// Make everything acknowledged so far searchable in the scope index.
+    /// Delete events of a tenant.
+    Delete {
+        /// Tenant.
+        tenant: String,
+        /// Event ids.
+        event_ids: Vec<String>,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<DeleteReply>,
+    },
+    /// Erase an actor's deletable events.
+    Erase {
+        /// Tenant.
+        tenant: String,
+        /// Actor.
+        actor_id: String,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<ErasureReceipt, String>>,
+    },
+    /// Physically purge deleted content.
+    Compact {
+        /// Tenant of the caller (the report lists only its ids).
+        tenant: String,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<CompactReport, String>>,
+    },
+    /// Record an audit entry produced outside the writer (reads, denials).
+    Audit(Box<AuditEntry>),
+    /// Make everything acknowledged so far searchable and every audit entry durable.
     Refresh(oneshot::Sender<()>),
     /// Flush indexes and stop.
     Shutdown(oneshot::Sender<()>),
@@ -73,15 +111,20 @@ pub struct WriterConfig {
     pub max_batch: usize,
     /// Save an HNSW snapshot once this many inserts are unsaved and the writer is idle.
     pub hnsw_save_every: usize,
+    /// How often expired events are deleted.
+    pub sweep_interval: Duration,
 }
 
 /// The writer thread's state.
 pub struct Writer {
-    shared: Arc<Shared>,
-    log: Log,
-    config: WriterConfig,
+    pub(super) shared: Arc<Shared>,
+    pub(super) log: Log,
+    pub(super) audit_log: Log,
+    pub(super) pending_audit: Vec<AuditEntry>,
+    pub(super) config: WriterConfig,
     last_commit: Instant,
-    unsaved_hnsw: usize,
+    pub(super) last_sweep: Instant,
+    pub(super) unsaved_hnsw: usize,
 }
 
 /// Decisions taken for one batch before the fsync.
@@ -89,16 +132,29 @@ struct BatchPlan {
     accepted: Vec<(PutRecord, oneshot::Sender<PutReply>)>,
     new_ids: HashMap<(String, String), (String, Decision, StoredEvent)>,
     superseded: HashSet<(String, String)>,
+    next_doc: u32,
+}
+
+/// Commands sorted by kind for one batch.
+#[derive(Default)]
+struct Batch {
+    puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>,
+    others: Vec<Command>,
+    refreshes: Vec<oneshot::Sender<()>>,
+    shutdown: Option<oneshot::Sender<()>>,
 }
 
 impl Writer {
-    /// A writer over an opened log.
-    pub fn new(shared: Arc<Shared>, log: Log, config: WriterConfig) -> Self {
+    /// A writer over opened event and audit logs.
+    pub fn new(shared: Arc<Shared>, log: Log, audit_log: Log, config: WriterConfig) -> Self {
         Writer {
             shared,
             log,
+            audit_log,
+            pending_audit: Vec::new(),
             config,
             last_commit: Instant::now(),
+            last_sweep: Instant::now(),
             unsaved_hnsw: 0,
         }
     }
@@ -121,36 +177,78 @@ impl Writer {
         }
     }
 
-    /// Drains up to `max_batch` commands and processes them; false when shut down.
-    fn handle_batch(&mut self, first: Command, rx: &Receiver<Command>) -> bool {
-        let mut puts = Vec::new();
-        let mut refreshes = Vec::new();
-        let mut shutdown = None;
+    fn collect(&mut self, first: Command, rx: &Receiver<Command>) -> Batch {
+        let mut batch = Batch::default();
         let mut next = Some(first);
         while let Some(cmd) = next.take() {
             match cmd {
-                Command::Put(p, reply) => puts.push((p, reply)),
-                Command::Refresh(reply) => refreshes.push(reply),
-                Command::Shutdown(reply) => shutdown = Some(reply),
+                Command::Put(p, reply) => batch.puts.push((p, reply)),
+                Command::Audit(entry) => self.pending_audit.push(*entry),
+                Command::Refresh(reply) => batch.refreshes.push(reply),
+                Command::Shutdown(reply) => batch.shutdown = Some(reply),
+                other @ (Command::Delete { .. }
+                | Command::Erase { .. }
+                | Command::Compact { .. }) => batch.others.push(other),
             }
-            if shutdown.is_none() && puts.len() < self.config.max_batch {
+            if batch.shutdown.is_none() && batch.puts.len() < self.config.max_batch {
                 next = rx.try_recv().ok();
             }
         }
-        self.write_puts(puts);
+        batch
+    }
+
+    /// Drains a batch of commands and processes them; false when shut down.
+    fn handle_batch(&mut self, first: Command, rx: &Receiver<Command>) -> bool {
+        let batch = self.collect(first, rx);
+        self.write_puts(batch.puts);
+        for cmd in batch.others {
+            self.handle_other(cmd);
+        }
+        self.maintenance();
         let refresh_due = self.last_commit.elapsed() >= self.config.refresh_interval;
-        if !refreshes.is_empty() || refresh_due {
+        if !batch.refreshes.is_empty() || refresh_due {
             self.commit_scope();
         }
-        for reply in refreshes {
+        self.flush_audit();
+        for reply in batch.refreshes {
             let _ = reply.send(());
         }
-        if let Some(reply) = shutdown {
+        if let Some(reply) = batch.shutdown {
             self.flush();
             let _ = reply.send(());
             return false;
         }
         true
+    }
+
+    fn handle_other(&mut self, cmd: Command) {
+        match cmd {
+            Command::Delete {
+                tenant,
+                event_ids,
+                key_id,
+                reply,
+            } => {
+                let r = self.delete(&tenant, &event_ids, &key_id, DeleteReason::Deleted);
+                let _ = reply.send(r);
+            }
+            Command::Erase {
+                tenant,
+                actor_id,
+                key_id,
+                reply,
+            } => {
+                let _ = reply.send(self.erase(&tenant, &actor_id, &key_id));
+            }
+            Command::Compact {
+                tenant,
+                key_id,
+                reply,
+            } => {
+                let _ = reply.send(self.compact(&tenant, &key_id));
+            }
+            Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
+        }
     }
 
     fn write_puts(&mut self, puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>) {
@@ -182,6 +280,7 @@ impl Writer {
         for ((put, reply), seq) in plan.accepted.into_iter().zip(seqs) {
             let event = put.event.clone();
             let decision = put.decision.clone();
+            self.pending_audit.push(write_audit(&put));
             if let Err(e) = apply_put(&self.shared, *seq, put, true) {
                 tracing::error!(error = %e, "index update failed after a durable write");
             }
@@ -191,32 +290,21 @@ impl Writer {
     }
 
     /// Serial checks against stored state plus the batch so far.
-    fn plan(&self, puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>) -> BatchPlan {
+    fn plan(&mut self, puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>) -> BatchPlan {
         let mut plan = BatchPlan {
             accepted: Vec::new(),
             new_ids: HashMap::new(),
             superseded: HashSet::new(),
+            next_doc: self.shared.table.read().next_doc(),
         };
         let recorded_at = Timestamp::now();
         for (pending, reply) in puts {
             match self.check(&pending, &plan, recorded_at) {
-                Ok(record) => {
-                    let key = (pending.tenant.clone(), record.event.event_id.clone());
-                    if matches!(record.decision, Decision::Allow { .. }) {
-                        for old in &record.event.supersedes_event_ids {
-                            plan.superseded
-                                .insert((pending.tenant.clone(), old.clone()));
-                        }
-                    }
-                    let value = (
-                        pending.input_hash.clone(),
-                        record.decision.clone(),
-                        record.event.clone(),
-                    );
-                    plan.new_ids.insert(key, value);
-                    plan.accepted.push((record, reply));
-                }
+                Ok(record) => accept(&mut plan, &pending, record, reply),
                 Err(answer) => {
+                    if let PutReply::Replayed(event, _) = &answer {
+                        self.pending_audit.push(replay_audit(&pending, event));
+                    }
                     let _ = reply.send(answer);
                 }
             }
@@ -251,6 +339,7 @@ impl Writer {
             status,
         );
         Ok(PutRecord {
+            doc: plan.next_doc,
             event,
             input_hash: p.input_hash.clone(),
             key_id: p.key_id.clone(),
@@ -270,14 +359,17 @@ impl Writer {
             ));
         }
         let table = self.shared.table.read();
-        match table.find(&p.tenant, id) {
-            Some(entry) => Err(replay_or_conflict(
+        match table.lookup(&p.tenant, id) {
+            Lookup::Live(entry) => Err(replay_or_conflict(
                 &p.input_hash,
                 &entry.input_hash,
                 entry.event.clone(),
                 entry.decision.clone(),
             )),
-            None => Ok(()),
+            Lookup::Deleted(_) => Err(PutReply::Conflict(format!(
+                "event {id} was deleted; its id cannot be reused"
+            ))),
+            Lookup::Missing => Ok(()),
         }
     }
 
@@ -317,31 +409,38 @@ impl Writer {
     }
 
     /// Commits the scope index and publishes the new watermark.
-    fn commit_scope(&mut self) {
+    pub(super) fn commit_scope(&mut self) {
         self.last_commit = Instant::now();
         if !self.shared.scope.has_uncommitted() {
             return;
         }
-        let len = self.shared.table.read().len();
+        let next_doc = self.shared.table.read().next_doc() as usize;
         let last_seq = self.log.next_seq().saturating_sub(1);
         match self.shared.scope.commit(last_seq) {
-            Ok(()) => self.shared.watermark.store(len, Ordering::Release),
+            Ok(()) => self.shared.watermark.store(next_doc, Ordering::Release),
             Err(e) => {
-                tracing::error!(error = %e, "scope index commit failed; fresh events stay on the exact path")
+                tracing::error!(error = %e, "scope index commit failed; fresh events stay on the in-memory path")
             }
         }
     }
 
     fn idle(&mut self) {
+        self.maintenance();
         self.commit_scope();
+        self.flush_audit();
         if self.unsaved_hnsw >= self.config.hnsw_save_every {
             self.save_hnsw();
         }
     }
 
-    fn save_hnsw(&mut self) {
+    pub(super) fn save_hnsw(&mut self) {
         let last_seq = self.log.next_seq().saturating_sub(1);
-        match self.shared.hnsw.save(&self.shared.paths.hnsw, last_seq) {
+        match self
+            .shared
+            .hnsw
+            .load()
+            .save(&self.shared.paths.hnsw, last_seq)
+        {
             Ok(()) => self.unsaved_hnsw = 0,
             Err(e) => {
                 tracing::warn!(error = %e, "hnsw snapshot failed; it will be rebuilt from the log if needed")
@@ -351,10 +450,61 @@ impl Writer {
 
     fn flush(&mut self) {
         self.commit_scope();
+        self.flush_audit();
         if self.unsaved_hnsw > 0 {
             self.save_hnsw();
         }
     }
+}
+
+fn accept(
+    plan: &mut BatchPlan,
+    pending: &PendingPut,
+    record: PutRecord,
+    reply: oneshot::Sender<PutReply>,
+) {
+    let key = (pending.tenant.clone(), record.event.event_id.clone());
+    if matches!(record.decision, Decision::Allow { .. }) {
+        for old in &record.event.supersedes_event_ids {
+            plan.superseded
+                .insert((pending.tenant.clone(), old.clone()));
+        }
+    }
+    let value = (
+        pending.input_hash.clone(),
+        record.decision.clone(),
+        record.event.clone(),
+    );
+    plan.new_ids.insert(key, value);
+    plan.next_doc += 1;
+    plan.accepted.push((record, reply));
+}
+
+fn write_audit(put: &PutRecord) -> AuditEntry {
+    let e = &put.event;
+    let correcting =
+        matches!(put.decision, Decision::Allow { .. }) && !e.supersedes_event_ids.is_empty();
+    let mut ids = vec![e.event_id.clone()];
+    ids.extend(e.supersedes_event_ids.iter().cloned());
+    let detail = json!({
+        "decision": put.decision,
+        "policyVersion": e.policy_version,
+        "contentHash": content_hash(&e.summary),
+        "supersedes": e.supersedes_event_ids,
+    });
+    let action = if correcting { "correct" } else { "write" };
+    AuditEntry::new(&e.tenant_id, &put.key_id, action, ids, detail)
+}
+
+fn replay_audit(p: &PendingPut, event: &StoredEvent) -> AuditEntry {
+    let detail = json!({"replayed": true, "contentHash": content_hash(&event.summary)});
+    AuditEntry::new(
+        &p.tenant,
+        &p.key_id,
+        "write",
+        vec![event.event_id.clone()],
+        detail,
+    )
 }
 
 fn replay_or_conflict(

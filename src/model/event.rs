@@ -242,6 +242,9 @@ pub struct StoredEvent {
     /// The correction that replaced this event, when superseded.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub superseded_by: Option<String>,
+    /// When the correction was recorded (the as-of axis of the supersession).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub superseded_at: Option<Timestamp>,
 }
 
 impl StoredEvent {
@@ -274,6 +277,7 @@ impl StoredEvent {
             policy_version: policy_version.to_string(),
             status,
             superseded_by: None,
+            superseded_at: None,
         }
     }
 }

@@ -105,6 +105,7 @@ mod tests {
             policy_version: "v1".into(),
             status: EventStatus::Active,
             superseded_by: None,
+            superseded_at: None,
         }
     }
 

@@ -11,6 +11,7 @@
 pub mod evidence;
 mod request;
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use serde::Serialize;
 pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
 
 use crate::auth::TenantGrant;
-use crate::engine::{EngineConfig, Entry, Shared};
+use crate::engine::{EngineConfig, Entry, Shared, Table};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
 use crate::index::vector::{exact_scores, top_k, IdSet};
@@ -73,6 +74,11 @@ pub struct Hit {
     pub score: f32,
     /// Why it scored that.
     pub score_breakdown: Breakdown,
+    /// Whether a newer active event on the same subject exists (only with `includeStale`).
+    pub stale: bool,
+    /// The newer event, when stale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_by: Option<String>,
 }
 
 /// The recall answer.
@@ -132,7 +138,7 @@ pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Pro
     let watermark = shared.watermark.load(Ordering::Acquire);
     let mut ids = shared.scope.search(filter).map_err(index_error)?;
     let table = shared.table.read();
-    for entry in table.tail(watermark) {
+    for entry in table.live_from(watermark) {
         if matches(filter, &entry.scope_doc()) {
             ids.push(entry.doc);
         }
@@ -143,36 +149,87 @@ pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Pro
     Ok(ids)
 }
 
-/// Which statuses a query may see.
+/// Which events a query may see.
 #[derive(Debug, Clone, Copy)]
 pub struct Visibility {
     /// Also return superseded events.
     pub include_superseded: bool,
+    /// Memory as it stood at this `recordedAt` time (deletions still win).
+    pub as_of: Option<Timestamp>,
+    /// The read time (expiry is always judged now).
+    pub now: Timestamp,
 }
 
-fn visible_entry(entry: &Entry, grant: &TenantGrant, vis: Visibility, now: Timestamp) -> bool {
-    let status_ok = match entry.event.status {
-        EventStatus::Active => true,
-        EventStatus::Superseded => vis.include_superseded,
-        EventStatus::PendingReview => false,
+/// An event's status as the view sees it, or `None` when invisible (expired, pending review,
+/// or recorded after `as_of`).
+fn view_status(e: &Entry, vis: &Visibility) -> Option<EventStatus> {
+    if e.is_expired(vis.now) || vis.as_of.is_some_and(|t| e.event.recorded_at > t) {
+        return None;
+    }
+    match e.event.status {
+        EventStatus::Active => Some(EventStatus::Active),
+        EventStatus::PendingReview => None,
+        EventStatus::Superseded => match (vis.as_of, e.event.superseded_at) {
+            (Some(t), Some(at)) if at > t => Some(EventStatus::Active),
+            _ => Some(EventStatus::Superseded),
+        },
+    }
+}
+
+fn visible_entry(entry: &Entry, grant: &TenantGrant, vis: &Visibility) -> bool {
+    let status_ok = match view_status(entry, vis) {
+        Some(EventStatus::Active) => true,
+        Some(EventStatus::Superseded) => vis.include_superseded,
+        Some(EventStatus::PendingReview) | None => false,
     };
-    status_ok && entry.event.tenant_id == grant.tenant() && !entry.is_expired(now)
+    status_ok && entry.event.tenant_id == grant.tenant()
 }
 
-/// Keeps the candidates the grant may see now; returns their entries.
-fn visible(
-    shared: &Shared,
-    grant: &TenantGrant,
-    ids: &[u32],
-    vis: Visibility,
-    now: Timestamp,
-) -> Vec<Arc<Entry>> {
+/// Keeps the candidates the grant may see; returns their entries.
+fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) -> Vec<Arc<Entry>> {
     let table = shared.table.read();
     ids.iter()
         .filter_map(|id| table.get(*id))
-        .filter(|e| visible_entry(e, grant, vis, now))
+        .filter(|e| visible_entry(e, grant, vis))
         .cloned()
         .collect()
+}
+
+/// The newest event on the same subject that is active in the view and occurred later.
+fn stale_by(table: &Table, entry: &Entry, vis: &Visibility) -> Option<String> {
+    table
+        .same_subject(entry)
+        .iter()
+        .filter(|d| **d != entry.doc)
+        .filter_map(|d| table.get(*d))
+        .filter(|o| {
+            o.occurred_ms > entry.occurred_ms && view_status(o, vis) == Some(EventStatus::Active)
+        })
+        .max_by_key(|o| (o.occurred_ms, o.doc))
+        .map(|o| o.event.event_id.clone())
+}
+
+/// Splits stale events out (dropped, or kept and marked when `keep`).
+fn apply_staleness(
+    shared: &Shared,
+    entries: Vec<Arc<Entry>>,
+    vis: &Visibility,
+    keep: bool,
+) -> (Vec<Arc<Entry>>, HashMap<u32, String>) {
+    let table = shared.table.read();
+    let mut marks = HashMap::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        match stale_by(&table, &e, vis) {
+            Some(by) if keep => {
+                marks.insert(e.doc, by);
+                out.push(e);
+            }
+            Some(_) => {}
+            None => out.push(e),
+        }
+    }
+    (out, marks)
 }
 
 /// Scope-first recall with a precomputed query vector.
@@ -188,8 +245,11 @@ pub fn recall(
     let now = Timestamp::now();
     let vis = Visibility {
         include_superseded: req.include_superseded,
+        as_of: req.as_of,
+        now,
     };
-    let entries = visible(shared, grant, &ids, vis, now);
+    let entries = visible(shared, grant, &ids, &vis);
+    let (entries, stale) = apply_staleness(shared, entries, &vis, req.include_stale);
     let ctx = RankCtx {
         shared,
         rank: &config.rank,
@@ -197,7 +257,7 @@ pub fn recall(
         now_ms: now.unix_millis(),
     };
     let (ranked, path) = choose_and_rank(&ctx, &config.recall, &entries, req.limit);
-    Ok(respond(&ctx, grant, &entries, ranked, path))
+    Ok(respond(&ctx, grant, &entries, &stale, ranked, path))
 }
 
 /// What every scoring path needs.
@@ -215,7 +275,7 @@ fn choose_and_rank(
     k: usize,
 ) -> (Vec<(u32, f32)>, VectorPath) {
     let n = entries.len();
-    let total = ctx.shared.hnsw.len().max(1);
+    let total = ctx.shared.hnsw.load().len().max(1);
     let use_hnsw =
         n > cfg.exact_max_candidates && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
     if !use_hnsw || k == 0 {
@@ -230,7 +290,7 @@ fn choose_and_rank(
 /// Scores every candidate (cosine via the vector store, then priors) in parallel.
 fn exact_rank(ctx: &RankCtx<'_>, entries: &[Arc<Entry>], k: usize) -> Vec<(u32, f32)> {
     let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
-    let cosines = exact_scores(&ctx.shared.vectors, ctx.query, &ids);
+    let cosines = exact_scores(&ctx.shared.vectors.load(), ctx.query, &ids);
     let totals: Vec<f32> = entries
         .par_iter()
         .zip(cosines.par_iter())
@@ -249,17 +309,15 @@ fn hnsw_rank(
     let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
     let priors: std::collections::HashMap<u32, Prior> =
         entries.iter().map(|e| (e.doc, e.prior())).collect();
-    let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.len());
+    let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.load().len());
+    let hnsw = ctx.shared.hnsw.load();
     let mut depth = (k * cfg.hnsw_oversample).max(k + 10);
     for _ in 0..cfg.hnsw_max_rounds {
         if depth >= ids.len() {
             return None;
         }
         let ef = depth.max(64);
-        let hits = ctx
-            .shared
-            .hnsw
-            .search_filtered(ctx.query, depth, ef, &allow);
+        let hits = hnsw.search_filtered(ctx.query, depth, ef, &allow);
         if hits.len() < depth {
             return None;
         }
@@ -298,25 +356,26 @@ fn respond(
     ctx: &RankCtx<'_>,
     grant: &TenantGrant,
     entries: &[Arc<Entry>],
+    stale: &HashMap<u32, String>,
     ranked: Vec<(u32, f32)>,
     path: VectorPath,
 ) -> RecallResponse {
-    let by_doc: std::collections::HashMap<u32, &Arc<Entry>> =
-        entries.iter().map(|e| (e.doc, e)).collect();
+    let by_doc: HashMap<u32, &Arc<Entry>> = entries.iter().map(|e| (e.doc, e)).collect();
+    let vectors = ctx.shared.vectors.load();
     let results: Vec<Hit> = ranked
         .into_iter()
         .filter_map(|(doc, score)| by_doc.get(&doc).map(|e| (e, score)))
         .filter(|(e, _)| e.event.tenant_id == grant.tenant())
         .map(|(e, score)| {
-            let cos = ctx
-                .shared
-                .vectors
+            let cos = vectors
                 .with_vector(e.doc, |v| dot(v, ctx.query))
                 .unwrap_or(0.0);
             Hit {
                 event: e.event.clone(),
                 score,
                 score_breakdown: ctx.rank.explain(cos, &e.prior(), ctx.now_ms),
+                stale: stale.contains_key(&e.doc),
+                stale_by: stale.get(&e.doc).cloned(),
             }
         })
         .collect();
@@ -345,8 +404,10 @@ pub fn timeline(
     let ids = candidates(shared, &filter)?;
     let vis = Visibility {
         include_superseded: q.include_superseded,
+        as_of: q.as_of,
+        now: Timestamp::now(),
     };
-    let mut entries = visible(shared, grant, &ids, vis, Timestamp::now());
+    let mut entries = visible(shared, grant, &ids, &vis);
     entries.sort_by(|a, b| {
         (a.occurred_ms, &a.event.event_id).cmp(&(b.occurred_ms, &b.event.event_id))
     });

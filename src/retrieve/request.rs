@@ -20,7 +20,7 @@ pub const MAX_TIMELINE_LIMIT: usize = 500;
 pub const MAX_QUERY_BYTES: usize = 4096;
 
 /// Scope filters of a recall or timeline (all optional; lists are any-of).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scope {
     /// Actors.
@@ -54,6 +54,10 @@ pub struct RecallRequest {
     pub limit: usize,
     /// Also return superseded events.
     pub include_superseded: bool,
+    /// Also return stale events (marked).
+    pub include_stale: bool,
+    /// Answer as memory stood at this `recordedAt` time.
+    pub as_of: Option<Timestamp>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +70,10 @@ struct RawRecall {
     limit: Option<Value>,
     #[serde(default)]
     include_superseded: Option<Value>,
+    #[serde(default)]
+    include_stale: Option<Value>,
+    #[serde(default)]
+    as_of: Option<Value>,
 }
 
 impl RecallRequest {
@@ -101,6 +109,8 @@ impl RecallRequest {
             "includeSuperseded",
             &mut errors,
         );
+        let include_stale = parse_bool(raw.include_stale.as_ref(), "includeStale", &mut errors);
+        let as_of = parse_time_value(raw.as_of.as_ref(), "asOf", &mut errors);
         if !errors.is_empty() {
             return Err(Problem::validation(errors));
         }
@@ -109,6 +119,8 @@ impl RecallRequest {
             scope,
             limit,
             include_superseded,
+            include_stale,
+            as_of,
         })
     }
 }
@@ -167,6 +179,27 @@ fn parse_limit(
     }
 }
 
+fn parse_time_value(
+    v: Option<&Value>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<Timestamp> {
+    match v {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => {
+            let t = Timestamp::parse(s);
+            if t.is_none() {
+                errors.push(FieldError::new(field, "must be an RFC 3339 date-time"));
+            }
+            t
+        }
+        Some(_) => {
+            errors.push(FieldError::new(field, "must be an RFC 3339 date-time"));
+            None
+        }
+    }
+}
+
 fn parse_bool(v: Option<&Value>, field: &str, errors: &mut Vec<FieldError>) -> bool {
     match v {
         None | Some(Value::Null) => false,
@@ -219,9 +252,11 @@ pub struct TimelineQuery {
     pub cursor: Option<Cursor>,
     /// Also return superseded events.
     pub include_superseded: bool,
+    /// Answer as memory stood at this `recordedAt` time.
+    pub as_of: Option<Timestamp>,
 }
 
-const TIMELINE_PARAMS: [&str; 8] = [
+const TIMELINE_PARAMS: [&str; 9] = [
     "actorId",
     "projectId",
     "eventType",
@@ -230,6 +265,7 @@ const TIMELINE_PARAMS: [&str; 8] = [
     "limit",
     "cursor",
     "includeSuperseded",
+    "asOf",
 ];
 
 impl TimelineQuery {
@@ -250,6 +286,7 @@ impl TimelineQuery {
         };
         let from = parse_time_param(params, "from", &mut errors);
         let to = parse_time_param(params, "to", &mut errors);
+        let as_of = parse_time_param(params, "asOf", &mut errors);
         check_range(from, to, "from", &mut errors);
         let limit = match params.get("limit") {
             None => 50,
@@ -305,6 +342,7 @@ impl TimelineQuery {
             limit,
             cursor,
             include_superseded,
+            as_of,
         })
     }
 }

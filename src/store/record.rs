@@ -1,9 +1,11 @@
 //! Binary encoding of log records: a JSON head plus the raw embedding, so a restart never
 //! re-embeds.
 //!
-//! Layout: `[u8 version=1][u8 kind][u32 LE json_len][json][u32 LE dim][dim × f32 LE]`.
+//! Layout: `[u8 version=1][u8 kind][u32 LE json_len][json]`, and for puts
+//! `[u32 LE dim][dim × f32 LE]` after the JSON.
 //! Invariants: `decode(encode(r)) == r` bit for bit (vectors included); unknown versions or
-//! kinds are reported, never guessed.
+//! kinds are reported, never guessed; delete, tombstone and marker records carry ids, times
+//! and reasons only, never event content.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,19 +13,84 @@ use crate::model::{Decision, StoredEvent};
 
 const VERSION: u8 = 1;
 const KIND_PUT: u8 = 1;
+const KIND_DELETE: u8 = 2;
+const KIND_TOMBSTONE: u8 = 3;
+const KIND_MARKER: u8 = 4;
 
 /// A decoded log record.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // puts dominate the log; boxing them would add an allocation per record
 pub enum Record {
     /// A new event (and, when it is an allowed correction, the supersession it implies).
     Put(PutRecord),
+    /// Events removed from memory (delete, erasure, expiry).
+    Delete(DeleteRecord),
+    /// A compacted deleted event: its id survives (so it is never resurrected), its content not.
+    Tombstone(TombstoneRecord),
+    /// Keeps the highest sequence number across a compaction; carries nothing.
+    Marker,
+}
+
+/// Why events were deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteReason {
+    /// `DELETE /v1/events/{id}`.
+    Deleted,
+    /// An erasure request for the actor.
+    Erased,
+    /// `retention.expiresAt` passed.
+    Expired,
+}
+
+impl DeleteReason {
+    /// The wire string (also the audit action).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeleteReason::Deleted => "deleted",
+            DeleteReason::Erased => "erased",
+            DeleteReason::Expired => "expired",
+        }
+    }
+}
+
+/// A deletion as logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteRecord {
+    /// Tenant of every id.
+    pub tenant_id: String,
+    /// Deleted event ids.
+    pub event_ids: Vec<String>,
+    /// When.
+    pub deleted_at: crate::model::Timestamp,
+    /// Why.
+    pub reason: DeleteReason,
+    /// Acting key (`system` for the expiry sweeper).
+    pub key_id: String,
+}
+
+/// What compaction keeps of a deleted event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TombstoneRecord {
+    /// Internal id it held.
+    pub doc: u32,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Event id.
+    pub event_id: String,
+    /// When it was deleted.
+    pub deleted_at: crate::model::Timestamp,
 }
 
 /// An event write as logged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PutRecord {
-    /// The event as stored (status at write time).
+    /// Internal id (stable across restarts and compaction).
+    pub doc: u32,
+    /// The event as stored (its status at write time, or its current state after compaction).
     pub event: StoredEvent,
     /// SHA-256 of the validated input, for idempotent retries.
     pub input_hash: String,
@@ -45,7 +112,29 @@ pub struct DecodeError(String);
 pub fn encode(record: &Record) -> Vec<u8> {
     match record {
         Record::Put(put) => encode_put(put),
+        Record::Delete(d) => encode_json(KIND_DELETE, d),
+        Record::Tombstone(t) => encode_json(KIND_TOMBSTONE, t),
+        Record::Marker => vec![VERSION, KIND_MARKER],
     }
+}
+
+fn encode_json<T: Serialize>(kind: u8, value: &T) -> Vec<u8> {
+    let json = serde_json::to_vec(value).unwrap_or_default();
+    let mut out = Vec::with_capacity(6 + json.len());
+    out.push(VERSION);
+    out.push(kind);
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(&json);
+    out
+}
+
+fn decode_json<T: serde::de::DeserializeOwned>(mut buf: &[u8]) -> Result<T, DecodeError> {
+    let len = take_u32(&mut buf)?;
+    let json = take(&mut buf, len)?;
+    if !buf.is_empty() {
+        return Err(DecodeError(format!("{} trailing bytes", buf.len())));
+    }
+    serde_json::from_slice(json).map_err(|e| DecodeError(e.to_string()))
 }
 
 fn encode_put(put: &PutRecord) -> Vec<u8> {
@@ -84,6 +173,9 @@ pub fn decode(mut buf: &[u8]) -> Result<Record, DecodeError> {
     }
     match head[1] {
         KIND_PUT => decode_put(buf).map(Record::Put),
+        KIND_DELETE => decode_json(buf).map(Record::Delete),
+        KIND_TOMBSTONE => decode_json(buf).map(Record::Tombstone),
+        KIND_MARKER if buf.is_empty() => Ok(Record::Marker),
         kind => Err(DecodeError(format!("unknown kind {kind}"))),
     }
 }
@@ -112,6 +204,7 @@ mod tests {
 
     fn put() -> PutRecord {
         PutRecord {
+            doc: 3,
             event: StoredEvent {
                 event_id: "e".into(),
                 event_type: "task_milestone".into(),
@@ -135,6 +228,7 @@ mod tests {
                 policy_version: "v1".into(),
                 status: EventStatus::Active,
                 superseded_by: None,
+                superseded_at: None,
             },
             input_hash: "h".into(),
             key_id: "k".into(),
@@ -149,6 +243,30 @@ mod tests {
     fn round_trip_is_exact() {
         let r = Record::Put(put());
         assert_eq!(decode(&encode(&r)).expect("decode"), r);
+    }
+
+    #[test]
+    fn delete_tombstone_and_marker_round_trip() {
+        let at = Timestamp::parse("2026-06-17T09:20:00Z").expect("t");
+        let records = [
+            Record::Delete(DeleteRecord {
+                tenant_id: "t".into(),
+                event_ids: vec!["a".into(), "b".into()],
+                deleted_at: at,
+                reason: DeleteReason::Erased,
+                key_id: "k".into(),
+            }),
+            Record::Tombstone(TombstoneRecord {
+                doc: 9,
+                tenant_id: "t".into(),
+                event_id: "a".into(),
+                deleted_at: at,
+            }),
+            Record::Marker,
+        ];
+        for r in records {
+            assert_eq!(decode(&encode(&r)).expect("decode"), r);
+        }
     }
 
     #[test]

@@ -178,9 +178,17 @@ async fn recency_and_trust_break_relevance_ties() {
         )
         .await;
     let recall = app
-        .recall(&key, json!({"query": "invoice preference"}))
+        .recall(
+            &key,
+            json!({"query": "invoice preference", "includeStale": true}),
+        )
         .await;
-    assert_eq!(result_ids(&recall), vec![new.clone(), old]);
+    assert_eq!(result_ids(&recall), vec![new.clone(), old.clone()]);
+    assert_eq!(
+        recall["results"][1]["stale"], true,
+        "same subject: the older event is stale"
+    );
+    assert_eq!(recall["results"][1]["staleBy"], new.as_str());
 
     let trust_key = app.key("trust").await;
     let t = "2026-06-01T00:00:00Z";
@@ -198,7 +206,10 @@ async fn recency_and_trust_break_relevance_ties() {
         .await;
     let user = app.write_ok(&trust_key, event("u", s, t)).await;
     let recall = app
-        .recall(&trust_key, json!({"query": "invoice preference"}))
+        .recall(
+            &trust_key,
+            json!({"query": "invoice preference", "includeStale": true}),
+        )
         .await;
     assert_eq!(result_ids(&recall), vec![op, tool, user]);
     let r = &recall["results"];

@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::common::{event, summaries, App};
+use crate::common::{event, summaries, with, App};
 
 async fn seed(app: &App, key: &str) -> Vec<String> {
     let mut ids = Vec::new();
@@ -15,10 +15,9 @@ async fn seed(app: &App, key: &str) -> Vec<String> {
     .iter()
     .enumerate()
     {
-        ids.push(
-            app.write_ok(key, event("u", s, &format!("2026-0{}-01T00:00:00Z", i + 1)))
-                .await,
-        );
+        let at = format!("2026-0{}-01T00:00:00Z", i + 1);
+        let body = with(event("u", s, &at), "resourceRefs", json!([format!("r{i}")]));
+        ids.push(app.write_ok(key, body).await);
     }
     ids
 }

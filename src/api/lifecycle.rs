@@ -1,0 +1,158 @@
+//! Lifecycle routes: delete, erasure, compaction, audit trail and event history.
+//!
+//! Invariants: every route here needs the `operator` role (history: `reader`), and acts only
+//! within the key's tenant; receipts are returned only after the deletion is durable.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::extract::{Auth, JsonBody};
+use super::AppState;
+use crate::audit::AuditQuery;
+use crate::auth::roles;
+use crate::error::{FieldError, Problem};
+use crate::model::Timestamp;
+
+/// Most audit entries one page may hold.
+const MAX_AUDIT_LIMIT: usize = 1000;
+
+/// `DELETE /v1/events/{eventId}` (operator): a deletion receipt.
+pub async fn delete_event(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Path(event_id): Path<String>,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::OPERATOR)?;
+    let receipt = state.engine()?.delete(&grant, &event_id).await?;
+    Ok(Json(json!(receipt)))
+}
+
+/// `POST /v1/erasure` (operator), body `{"actorId"}`: an erasure receipt.
+pub async fn erasure(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::OPERATOR)?;
+    let actor = parse_erasure(&body)?;
+    let receipt = state.engine()?.erase(&grant, &actor).await?;
+    Ok(Json(json!(receipt)))
+}
+
+fn parse_erasure(body: &Value) -> Result<String, Problem> {
+    let mut errors: Vec<FieldError> = body
+        .as_object()
+        .map(|o| {
+            o.keys()
+                .filter(|k| k.as_str() != "actorId")
+                .map(|k| FieldError::new(k.clone(), "unknown field"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let actor = match body.get("actorId") {
+        Some(Value::String(a)) if !a.trim().is_empty() && a.len() <= 512 => a.clone(),
+        _ => {
+            errors.push(FieldError::new("actorId", "must be a non-empty string"));
+            String::new()
+        }
+    };
+    if errors.is_empty() {
+        Ok(actor)
+    } else {
+        Err(Problem::validation(errors))
+    }
+}
+
+/// `POST /v1/admin/compact` (operator): physical purge; lists the tenant's purged ids.
+pub async fn compact(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::OPERATOR)?;
+    let report = state.engine()?.compact(&grant).await?;
+    Ok(Json(json!(report)))
+}
+
+/// `GET /v1/audit?eventId=&action=&from=&to=&limit=&cursor=` (operator).
+pub async fn audit(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::OPERATOR)?;
+    let q = parse_audit_query(&params)?;
+    let entries = state.engine()?.audit_page(&grant, &q).await?;
+    let next = (entries.len() == q.limit)
+        .then(|| entries.last().map(|e| e.seq.to_string()))
+        .flatten();
+    Ok(Json(json!({"entries": entries, "nextCursor": next})))
+}
+
+/// `GET /v1/events/{eventId}/history` (reader): the life of one event.
+pub async fn history(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Path(event_id): Path<String>,
+) -> Result<Json<Value>, Problem> {
+    let grant = principal.grant(roles::READER)?;
+    let (current, entries) = state.engine()?.history(&grant, &event_id).await?;
+    Ok(Json(
+        json!({"eventId": event_id, "event": current, "history": entries}),
+    ))
+}
+
+const AUDIT_PARAMS: [&str; 6] = ["eventId", "action", "from", "to", "limit", "cursor"];
+
+fn parse_audit_query(params: &HashMap<String, String>) -> Result<AuditQuery, Problem> {
+    let mut errors: Vec<FieldError> = params
+        .keys()
+        .filter(|k| !AUDIT_PARAMS.contains(&k.as_str()))
+        .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+        .collect();
+    let mut time = |key: &str| {
+        let value = params.get(key)?;
+        let t = Timestamp::parse(value);
+        if t.is_none() {
+            errors.push(FieldError::new(key, "must be an RFC 3339 date-time"));
+        }
+        t
+    };
+    let from = time("from");
+    let to = time("to");
+    let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
+        None => 100,
+        Some(Ok(n)) if (1..=MAX_AUDIT_LIMIT).contains(&n) => n,
+        Some(_) => {
+            errors.push(FieldError::new(
+                "limit",
+                format!("must be an integer from 1 to {MAX_AUDIT_LIMIT}"),
+            ));
+            100
+        }
+    };
+    let after_seq = match params.get("cursor").map(|c| c.parse::<u64>()) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            errors.push(FieldError::new(
+                "cursor",
+                "is not a cursor returned by this server",
+            ));
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(Problem::validation(errors));
+    }
+    Ok(AuditQuery {
+        event_id: params.get("eventId").cloned(),
+        action: params.get("action").cloned(),
+        from,
+        to,
+        limit,
+        after_seq,
+    })
+}

@@ -1,0 +1,402 @@
+//! Lifecycle operations run by the writer: deletion, erasure, the expiry sweep, compaction
+//! (physical purge) and audit flushing.
+//!
+//! Invariants: a deletion is one durable log record (all ids of an erasure together) and is
+//! applied to the table before the reply, so a deleted event is gone from every read at
+//! once; compaction rewrites the log with only live events (in their current state),
+//! content-free tombstones and a marker keeping the highest sequence, merges the scope index
+//! and rebuilds the HNSW graph and vector store without deleted vectors; the audit trail
+//! never holds content, so it needs no rewrite.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::writer::Writer;
+use super::{apply_delete, Lookup, Slot};
+use crate::audit::AuditEntry;
+use crate::index::vector::{HnswIndex, VectorStore};
+use crate::model::Timestamp;
+use crate::store::log::LogRecord;
+use crate::store::record::{
+    encode, DeleteReason, DeleteRecord, PutRecord, Record, TombstoneRecord,
+};
+
+/// Proof of a deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    /// The deleted event.
+    pub event_id: String,
+    /// When it was deleted.
+    pub deleted_at: Timestamp,
+    /// Whether compaction has physically removed its content.
+    pub purged: bool,
+}
+
+/// The writer's answer to a delete.
+#[derive(Debug)]
+pub enum DeleteReply {
+    /// Deleted now or earlier (idempotent), one receipt per id.
+    Deleted(Vec<Receipt>),
+    /// An id does not exist in the tenant.
+    NotFound(String),
+    /// The log could not be written.
+    Unavailable(String),
+}
+
+/// An event an erasure kept, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Kept {
+    /// The kept event.
+    pub event_id: String,
+    /// Why it was kept.
+    pub reason: String,
+}
+
+/// Proof of an erasure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErasureReceipt {
+    /// The actor erased.
+    pub actor_id: String,
+    /// When.
+    pub erased_at: Timestamp,
+    /// Ids erased.
+    pub erased: Vec<String>,
+    /// Ids kept, with reasons.
+    pub kept: Vec<Kept>,
+    /// Whether content is physically gone (after compaction).
+    pub purged: bool,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactReport {
+    /// When.
+    pub compacted_at: Timestamp,
+    /// The caller's tenant's events whose content was purged by this run.
+    pub purged_event_ids: Vec<String>,
+    /// Log size before.
+    pub log_bytes_before: u64,
+    /// Log size after.
+    pub log_bytes_after: u64,
+    /// Live events kept.
+    pub live_events: usize,
+}
+
+fn receipt(t: &super::Tombstone) -> Receipt {
+    Receipt {
+        event_id: t.event_id.clone(),
+        deleted_at: t.deleted_at,
+        purged: !t.unpurged,
+    }
+}
+
+impl Writer {
+    /// Deletes `ids` of `tenant`; already-deleted ids return their original receipt.
+    pub(super) fn delete(
+        &mut self,
+        tenant: &str,
+        ids: &[String],
+        key_id: &str,
+        reason: DeleteReason,
+    ) -> DeleteReply {
+        let mut fresh = Vec::new();
+        {
+            let table = self.shared.table.read();
+            for id in ids {
+                match table.lookup(tenant, id) {
+                    Lookup::Missing => return DeleteReply::NotFound(id.clone()),
+                    Lookup::Live(_) => fresh.push(id.clone()),
+                    Lookup::Deleted(_) => {}
+                }
+            }
+        }
+        if !fresh.is_empty() {
+            if let Err(e) = self.log_delete(tenant, fresh, key_id, reason, json!({})) {
+                return DeleteReply::Unavailable(e);
+            }
+        }
+        let table = self.shared.table.read();
+        let receipts = ids
+            .iter()
+            .filter_map(|id| match table.lookup(tenant, id) {
+                Lookup::Deleted(t) => Some(receipt(t)),
+                Lookup::Live(_) | Lookup::Missing => None,
+            })
+            .collect();
+        DeleteReply::Deleted(receipts)
+    }
+
+    /// Appends one delete record, applies it and audits it.
+    fn log_delete(
+        &mut self,
+        tenant: &str,
+        ids: Vec<String>,
+        key_id: &str,
+        reason: DeleteReason,
+        detail: serde_json::Value,
+    ) -> Result<Timestamp, String> {
+        let rec = DeleteRecord {
+            tenant_id: tenant.to_string(),
+            event_ids: ids,
+            deleted_at: Timestamp::now(),
+            reason,
+            key_id: key_id.to_string(),
+        };
+        let payload = encode(&Record::Delete(rec.clone()));
+        self.log
+            .append_batch(&[&payload])
+            .map_err(|e| e.to_string())?;
+        apply_delete(&self.shared, &rec, true);
+        let mut detail = detail;
+        if let Some(obj) = detail.as_object_mut() {
+            obj.insert("reason".into(), json!(reason.as_str()));
+        }
+        self.pending_audit.push(AuditEntry::new(
+            tenant,
+            key_id,
+            reason.as_str(),
+            rec.event_ids,
+            detail,
+        ));
+        Ok(rec.deleted_at)
+    }
+
+    /// Erases every live event of the actor whose retention allows deletion on request.
+    pub(super) fn erase(
+        &mut self,
+        tenant: &str,
+        actor: &str,
+        key_id: &str,
+    ) -> Result<ErasureReceipt, String> {
+        let (erased, kept) = self.erasure_plan(tenant, actor);
+        let detail = json!({"actorId": actor, "kept": kept});
+        let erased_at = if erased.is_empty() {
+            self.pending_audit.push(AuditEntry::new(
+                tenant,
+                key_id,
+                "erased",
+                Vec::new(),
+                detail,
+            ));
+            Timestamp::now()
+        } else {
+            self.log_delete(tenant, erased.clone(), key_id, DeleteReason::Erased, detail)?
+        };
+        Ok(ErasureReceipt {
+            actor_id: actor.to_string(),
+            erased_at,
+            erased,
+            kept,
+            purged: false,
+        })
+    }
+
+    fn erasure_plan(&self, tenant: &str, actor: &str) -> (Vec<String>, Vec<Kept>) {
+        let table = self.shared.table.read();
+        let mut erased = Vec::new();
+        let mut kept = Vec::new();
+        for e in table.live_from(0) {
+            if e.event.tenant_id != tenant || e.event.actor_id != actor {
+                continue;
+            }
+            if e.event.retention.delete_on_request {
+                erased.push(e.event.event_id.clone());
+            } else {
+                kept.push(Kept {
+                    event_id: e.event.event_id.clone(),
+                    reason: "retention.deleteOnRequest is false".to_string(),
+                });
+            }
+        }
+        (erased, kept)
+    }
+
+    /// Periodic work: the expiry sweep.
+    pub(super) fn maintenance(&mut self) {
+        if self.last_sweep.elapsed() >= self.config.sweep_interval {
+            self.sweep_expired();
+        }
+    }
+
+    /// Deletes every expired live event (one record per tenant).
+    pub(super) fn sweep_expired(&mut self) {
+        self.last_sweep = std::time::Instant::now();
+        let now = Timestamp::now();
+        let mut by_tenant: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        {
+            let table = self.shared.table.read();
+            for doc in table.expiring() {
+                if let Some(e) = table.get(*doc).filter(|e| e.is_expired(now)) {
+                    by_tenant
+                        .entry(e.event.tenant_id.clone())
+                        .or_default()
+                        .push(e.event.event_id.clone());
+                }
+            }
+        }
+        for (tenant, ids) in by_tenant {
+            if let Err(e) =
+                self.log_delete(&tenant, ids, "system", DeleteReason::Expired, json!({}))
+            {
+                tracing::warn!(error = %e, "expiry sweep could not log deletions; will retry");
+            }
+        }
+    }
+
+    /// Appends pending audit entries durably.
+    pub(super) fn flush_audit(&mut self) {
+        if self.pending_audit.is_empty() {
+            return;
+        }
+        let mut entries = std::mem::take(&mut self.pending_audit);
+        let first = self.audit_log.next_seq();
+        for (i, e) in entries.iter_mut().enumerate() {
+            e.seq = first + i as u64;
+        }
+        let payloads: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|e| serde_json::to_vec(e).unwrap_or_default())
+            .collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        match self.audit_log.append_batch(&refs) {
+            Ok(_) => self.shared.audit.write().extend(entries),
+            Err(e) => {
+                tracing::error!(error = %e, "audit append failed; entries kept for retry");
+                self.pending_audit = entries;
+            }
+        }
+    }
+
+    /// Physically purges deleted and expired content from every file.
+    pub(super) fn compact(&mut self, tenant: &str, key_id: &str) -> Result<CompactReport, String> {
+        self.sweep_expired();
+        self.commit_scope();
+        let before = self.log.len_bytes();
+        let (records, purged) = self.compacted_records(tenant)?;
+        self.log.rewrite(&records).map_err(|e| e.to_string())?;
+        self.mark_purged();
+        self.shared.scope.merge_all().map_err(|e| e.to_string())?;
+        let live = self.rebuild_vectors()?;
+        self.save_hnsw();
+        let report = CompactReport {
+            compacted_at: Timestamp::now(),
+            purged_event_ids: purged,
+            log_bytes_before: before,
+            log_bytes_after: self.log.len_bytes(),
+            live_events: live,
+        };
+        let detail = json!({"purged": report.purged_event_ids.len(), "logBytesBefore": before, "logBytesAfter": report.log_bytes_after});
+        self.pending_audit.push(AuditEntry::new(
+            tenant,
+            key_id,
+            "compact",
+            report.purged_event_ids.clone(),
+            detail,
+        ));
+        Ok(report)
+    }
+
+    /// The new log: live events as they are now, tombstones, then a marker.
+    fn compacted_records(&self, tenant: &str) -> Result<(Vec<LogRecord>, Vec<String>), String> {
+        let table = self.shared.table.read();
+        let vectors = self.shared.vectors.load();
+        let mut out: Vec<(u64, Record)> = Vec::new();
+        let mut purged = Vec::new();
+        for slot in table.slots() {
+            match slot {
+                Slot::Empty => {}
+                Slot::Live(e) => {
+                    let vector = vectors
+                        .get(e.doc)
+                        .ok_or_else(|| format!("vector {} missing", e.doc))?;
+                    let put = PutRecord {
+                        doc: e.doc,
+                        event: e.event.clone(),
+                        input_hash: e.input_hash.clone(),
+                        key_id: e.key_id.clone(),
+                        decision: e.decision.clone(),
+                        vector,
+                    };
+                    out.push((e.seq, Record::Put(put)));
+                }
+                Slot::Deleted(t) => {
+                    if t.unpurged && (tenant == super::ALL_TENANTS || t.tenant_id == tenant) {
+                        purged.push(t.event_id.clone());
+                    }
+                    let rec = TombstoneRecord {
+                        doc: t.doc,
+                        tenant_id: t.tenant_id.clone(),
+                        event_id: t.event_id.clone(),
+                        deleted_at: t.deleted_at,
+                    };
+                    out.push((t.seq, Record::Tombstone(rec)));
+                }
+            }
+        }
+        out.sort_by_key(|(seq, _)| *seq);
+        let last = self.log.next_seq().saturating_sub(1);
+        if out.last().is_none_or(|(seq, _)| *seq < last) {
+            out.push((last, Record::Marker));
+        }
+        let records = out
+            .into_iter()
+            .map(|(seq, r)| LogRecord {
+                seq,
+                payload: encode(&r),
+            })
+            .collect();
+        Ok((records, purged))
+    }
+
+    fn mark_purged(&self) {
+        let mut table = self.shared.table.write();
+        let purged: Vec<super::Tombstone> = table
+            .slots()
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Deleted(t) if t.unpurged => Some(super::Tombstone {
+                    unpurged: false,
+                    ..super::Tombstone::clone(t)
+                }),
+                Slot::Deleted(_) | Slot::Empty | Slot::Live(_) => None,
+            })
+            .collect();
+        for t in purged {
+            table.push_tombstone(t);
+        }
+    }
+
+    /// New vector store and HNSW graph holding only live vectors (gaps are zero vectors).
+    fn rebuild_vectors(&mut self) -> Result<usize, String> {
+        let old = self.shared.vectors.load_full();
+        let table = self.shared.table.read();
+        let store = VectorStore::new(old.dim());
+        let zero = vec![0.0; old.dim()];
+        let mut live: Vec<(u32, Vec<f32>)> = Vec::new();
+        for (doc, slot) in table.slots().iter().enumerate() {
+            let doc = doc as u32;
+            let v = match slot {
+                Slot::Live(_) => old.get(doc).unwrap_or_else(|| zero.clone()),
+                Slot::Empty | Slot::Deleted(_) => zero.clone(),
+            };
+            store.push(doc, &v).map_err(|e| e.to_string())?;
+            if matches!(slot, Slot::Live(_)) {
+                live.push((doc, v));
+            }
+        }
+        drop(table);
+        let hnsw = HnswIndex::new(self.shared.hnsw.load().params());
+        let refs: Vec<(u32, &[f32])> = live.iter().map(|(d, v)| (*d, v.as_slice())).collect();
+        hnsw.insert_batch(&refs).map_err(|e| e.to_string())?;
+        self.shared.vectors.store(Arc::new(store));
+        self.shared.hnsw.store(Arc::new(hnsw));
+        self.unsaved_hnsw = 1;
+        Ok(live.len())
+    }
+}
