@@ -7,6 +7,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
+use episodic::embed::Embedder;
+
 use crate::common::{config, event, result_ids, summaries, with, App};
 
 const T: &str = "2026-06-17T09:20:00Z";
@@ -394,6 +396,19 @@ async fn compaction_leaves_no_trace_of_deleted_content() {
         )
         .await;
     app.engine.refresh().await.expect("refresh");
+    let doomed_vector = app
+        .embedder
+        .inner
+        .embed(&[format!("Secret {canary} recovery phrase").as_str()])
+        .expect("embed");
+    let vector_bytes: Vec<u8> = doomed_vector[0][..8]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert!(
+        !files_containing(app.dir.path(), &vector_bytes).is_empty(),
+        "the vector is on disk before compaction"
+    );
     assert!(
         !files_containing(app.dir.path(), canary.as_bytes()).is_empty(),
         "the canary is on disk before compaction"
@@ -420,6 +435,11 @@ async fn compaction_leaves_no_trace_of_deleted_content() {
     assert_eq!(
         files_containing(app.dir.path(), canary.as_bytes()),
         Vec::<String>::new()
+    );
+    assert_eq!(
+        files_containing(app.dir.path(), &vector_bytes),
+        Vec::<String>::new(),
+        "no vector data of a deleted event"
     );
     let (_, receipt) = app
         .call("DELETE", &format!("/v1/events/{doomed}"), Some(&key), None)

@@ -121,6 +121,18 @@ fn serve_generates_an_admin_key_and_answers_over_loopback() {
     assert!(!std::fs::read_to_string(dir.path().join("keys.json"))
         .expect("keys")
         .contains(&admin));
+    let out = Command::new(env!("CARGO_BIN_EXE_episodic"))
+        .args(["compact", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("run compact");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("report json");
+    assert_eq!(report["liveEvents"], 1);
 }
 
 #[test]
