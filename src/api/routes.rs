@@ -13,10 +13,11 @@ use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
 use super::AppState;
-use crate::auth::roles;
+use crate::auth::{roles, Limits};
 use crate::engine::WriteOutcome;
 use crate::error::{ErrorCode, FieldError, Problem};
 use crate::model::Decision;
+use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
 
 /// `GET /healthz`: the process is up.
@@ -115,12 +116,12 @@ pub async fn timeline(
     Ok(Json(json!(page)))
 }
 
-fn parse_new_key(body: &Value) -> Result<(String, Vec<String>), Problem> {
+fn parse_new_key(body: &Value) -> Result<(String, Vec<String>, Limits), Problem> {
     let mut errors = Vec::new();
     let obj = body.as_object().cloned().unwrap_or_default();
     for k in obj
         .keys()
-        .filter(|k| !["tenantId", "roles"].contains(&k.as_str()))
+        .filter(|k| !["tenantId", "roles", "actorIds", "maxPrivacyClass"].contains(&k.as_str()))
     {
         errors.push(FieldError::new(k.clone(), "unknown field"));
     }
@@ -135,10 +136,53 @@ fn parse_new_key(body: &Value) -> Result<(String, Vec<String>), Problem> {
         }
     };
     let roles = parse_roles(obj.get("roles"), &mut errors);
+    let limits = parse_limits(&obj, &mut errors);
     if errors.is_empty() {
-        Ok((tenant, roles))
+        Ok((tenant, roles, limits))
     } else {
         Err(Problem::validation(errors))
+    }
+}
+
+fn parse_limits(obj: &serde_json::Map<String, Value>, errors: &mut Vec<FieldError>) -> Limits {
+    let actor_ids = match obj.get("actorIds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) if !items.is_empty() => {
+            let ids: Vec<String> = items
+                .iter()
+                .filter_map(|v| v.as_str())
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
+            if ids.len() != items.len() {
+                errors.push(FieldError::new("actorIds", "must be non-empty strings"));
+            }
+            Some(ids)
+        }
+        Some(_) => {
+            errors.push(FieldError::new(
+                "actorIds",
+                "must be a non-empty array of actor ids",
+            ));
+            None
+        }
+    };
+    let max_privacy_class = match obj.get("maxPrivacyClass") {
+        None | Some(Value::Null) => PrivacyClass::Internal,
+        Some(v) => match serde_json::from_value::<PrivacyClass>(v.clone()) {
+            Ok(p) => p,
+            Err(_) => {
+                errors.push(FieldError::new(
+                    "maxPrivacyClass",
+                    "must be one of public, internal, private, sensitive",
+                ));
+                PrivacyClass::Internal
+            }
+        },
+    };
+    Limits {
+        actor_ids,
+        max_privacy_class,
     }
 }
 
@@ -192,9 +236,9 @@ pub async fn create_key(
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     principal.require_admin()?;
-    let (tenant, roles) = parse_new_key(&body)?;
+    let (tenant, roles, limits) = parse_new_key(&body)?;
     let keys = state.keys.clone();
-    let new = tokio::task::spawn_blocking(move || keys.create(&tenant, roles))
+    let new = tokio::task::spawn_blocking(move || keys.create(&tenant, roles, limits))
         .await
         .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
         .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
@@ -203,6 +247,8 @@ pub async fn create_key(
         "keyId": new.record.key_id,
         "tenantId": new.record.tenant_id,
         "roles": new.record.roles,
+        "actorIds": new.record.actor_ids,
+        "maxPrivacyClass": new.record.max_privacy_class,
     });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -217,7 +263,7 @@ pub async fn list_keys(
         .keys
         .list()
         .into_iter()
-        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
+        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "actorIds": r.actor_ids, "maxPrivacyClass": r.max_privacy_class, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
         .collect();
     Ok(Json(json!({"keys": keys})))
 }

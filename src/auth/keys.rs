@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{roles, Principal};
+use super::{roles, Limits, Principal};
 use crate::error::{ErrorCode, Problem};
 use crate::fsutil;
+use crate::model::PrivacyClass;
 use crate::model::Timestamp;
 
 const ADMIN_KEY_ID: &str = "admin";
@@ -61,6 +62,16 @@ pub struct KeyRecord {
     /// Revocation time, if revoked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// Only these actors' events (`None`: every actor of the tenant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_ids: Option<Vec<String>>,
+    /// Most restricted privacy class the key may read (default `internal`).
+    #[serde(default = "default_privacy")]
+    pub max_privacy_class: PrivacyClass,
+}
+
+fn default_privacy() -> PrivacyClass {
+    PrivacyClass::Internal
 }
 
 /// A freshly created key: the plaintext is shown once.
@@ -140,6 +151,8 @@ impl KeyStore {
             sha256: hex::encode(digest(&key)),
             created_at: Timestamp::now(),
             revoked_at: None,
+            actor_ids: None,
+            max_privacy_class: PrivacyClass::Sensitive,
         };
         self.insert_and_persist(record)?;
         Ok(Some(key_path))
@@ -153,11 +166,12 @@ impl KeyStore {
         }
         if let Some(env) = &self.env_admin_digest {
             if bool::from(env.ct_eq(&presented)) {
-                return Ok(Principal {
-                    key_id: ENV_ADMIN_KEY_ID.to_string(),
-                    tenant: None,
-                    roles: vec![roles::ADMIN.to_string()],
-                });
+                return Ok(Principal::from_parts(
+                    ENV_ADMIN_KEY_ID.to_string(),
+                    None,
+                    vec![roles::ADMIN.to_string()],
+                    Limits::unlimited(),
+                ));
             }
         }
         Err(Problem::new(
@@ -172,15 +186,27 @@ impl KeyStore {
         let rec = records.get(id)?;
         let stored = hex::decode(&rec.sha256).ok()?;
         let equal = bool::from(stored.as_slice().ct_eq(presented.as_slice()));
-        (equal && rec.revoked_at.is_none()).then(|| Principal {
-            key_id: rec.key_id.clone(),
-            tenant: rec.tenant_id.clone(),
-            roles: rec.roles.clone(),
+        (equal && rec.revoked_at.is_none()).then(|| {
+            let limits = Limits {
+                actor_ids: rec.actor_ids.clone(),
+                max_privacy_class: rec.max_privacy_class,
+            };
+            Principal::from_parts(
+                rec.key_id.clone(),
+                rec.tenant_id.clone(),
+                rec.roles.clone(),
+                limits,
+            )
         })
     }
 
-    /// Creates a tenant key with `roles`. Blocking file I/O.
-    pub fn create(&self, tenant: &str, roles: Vec<String>) -> Result<NewKey, KeyStoreError> {
+    /// Creates a tenant key with `roles` and `limits`. Blocking file I/O.
+    pub fn create(
+        &self,
+        tenant: &str,
+        roles: Vec<String>,
+        limits: Limits,
+    ) -> Result<NewKey, KeyStoreError> {
         let key_id = hex::encode(&digest(&random_token(16))[..8]);
         let key = format!("epi_{key_id}_{}", random_token(32));
         let record = KeyRecord {
@@ -190,6 +216,8 @@ impl KeyStore {
             sha256: hex::encode(digest(&key)),
             created_at: Timestamp::now(),
             revoked_at: None,
+            actor_ids: limits.actor_ids,
+            max_privacy_class: limits.max_privacy_class,
         };
         self.insert_and_persist(record.clone())?;
         Ok(NewKey { key, record })
@@ -281,7 +309,7 @@ mod tests {
             .expect("env admin")
             .has_role(roles::ADMIN));
         let new = store
-            .create("acme", vec![roles::READER.into()])
+            .create("acme", vec![roles::READER.into()], Limits::unlimited())
             .expect("create");
         let p = store.authenticate(&new.key).expect("auth");
         assert_eq!(p.tenant(), Some("acme"));

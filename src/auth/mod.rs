@@ -9,7 +9,25 @@ mod keys;
 
 pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey};
 
+impl Principal {
+    /// A principal from a key record's fields (for the key store).
+    pub(crate) fn from_parts(
+        key_id: String,
+        tenant: Option<String>,
+        roles: Vec<String>,
+        limits: Limits,
+    ) -> Self {
+        Principal {
+            key_id,
+            tenant,
+            roles,
+            limits,
+        }
+    }
+}
+
 use crate::error::{ErrorCode, Problem};
+use crate::model::{PrivacyClass, StoredEvent};
 
 /// Role names with built-in meaning.
 pub mod roles {
@@ -31,6 +49,26 @@ pub struct Principal {
     key_id: String,
     tenant: Option<String>,
     roles: Vec<String>,
+    limits: Limits,
+}
+
+/// What a key may see beyond its tenant binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Only these actors' events (`None`: every actor).
+    pub actor_ids: Option<Vec<String>>,
+    /// Most restricted privacy class the key may read.
+    pub max_privacy_class: PrivacyClass,
+}
+
+impl Limits {
+    /// No limits (admin and in-process tools).
+    pub fn unlimited() -> Self {
+        Limits {
+            actor_ids: None,
+            max_privacy_class: PrivacyClass::Sensitive,
+        }
+    }
 }
 
 impl Principal {
@@ -66,6 +104,8 @@ impl Principal {
         Ok(TenantGrant {
             tenant: tenant.clone(),
             key_id: self.key_id.clone(),
+            roles: self.roles.clone(),
+            limits: self.limits.clone(),
         })
     }
 
@@ -83,11 +123,14 @@ impl Principal {
     }
 }
 
-/// Proof that a caller may act within one tenant. Only this module constructs it.
+/// Proof that a caller may act within one tenant (and within its key's limits). Only this
+/// module constructs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantGrant {
     tenant: String,
     key_id: String,
+    roles: Vec<String>,
+    limits: Limits,
 }
 
 impl TenantGrant {
@@ -101,11 +144,39 @@ impl TenantGrant {
         &self.key_id
     }
 
+    /// Whether the key holds `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
+
+    /// Whether the key may act for `actor`.
+    pub fn allows_actor(&self, actor: &str) -> bool {
+        self.limits
+            .actor_ids
+            .as_ref()
+            .is_none_or(|ids| ids.iter().any(|a| a == actor))
+    }
+
+    /// The actors the key is limited to, if any.
+    pub fn actor_limit(&self) -> Option<&[String]> {
+        self.limits.actor_ids.as_deref()
+    }
+
+    /// Whether an event is inside this grant: same tenant, allowed actor, readable class.
+    /// Anything else is invisible, exactly like another tenant's event.
+    pub fn can_see(&self, e: &StoredEvent) -> bool {
+        e.tenant_id == self.tenant
+            && self.allows_actor(&e.actor_id)
+            && e.privacy_class <= self.limits.max_privacy_class
+    }
+
     /// A grant for in-process tools (eval, import) that act for a tenant without a key.
     pub fn internal(tenant: &str, actor: &str) -> Self {
         TenantGrant {
             tenant: tenant.to_string(),
             key_id: format!("internal:{actor}"),
+            roles: Vec::new(),
+            limits: Limits::unlimited(),
         }
     }
 }
@@ -119,6 +190,7 @@ mod tests {
             key_id: "k".into(),
             tenant: tenant.map(str::to_string),
             roles: roles.iter().map(|r| r.to_string()).collect(),
+            limits: Limits::unlimited(),
         }
     }
 

@@ -16,6 +16,7 @@ use serde_json::json;
 use super::writer::Writer;
 use super::{apply_delete, Lookup, Slot};
 use crate::audit::AuditEntry;
+use crate::auth::TenantGrant;
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::model::Timestamp;
 use crate::store::log::LogRecord;
@@ -100,6 +101,7 @@ impl Writer {
     /// Deletes `ids` of `tenant`; already-deleted ids return their original receipt.
     pub(super) fn delete(
         &mut self,
+        grant: &TenantGrant,
         tenant: &str,
         ids: &[String],
         key_id: &str,
@@ -110,9 +112,11 @@ impl Writer {
             let table = self.shared.table.read();
             for id in ids {
                 match table.lookup(tenant, id) {
-                    Lookup::Missing => return DeleteReply::NotFound(id.clone()),
-                    Lookup::Live(_) => fresh.push(id.clone()),
-                    Lookup::Deleted(_) => {}
+                    Lookup::Live(e) if grant.can_see(&e.event) => fresh.push(id.clone()),
+                    Lookup::Deleted(_) if grant.actor_limit().is_none() => {}
+                    Lookup::Missing | Lookup::Live(_) | Lookup::Deleted(_) => {
+                        return DeleteReply::NotFound(id.clone())
+                    }
                 }
             }
         }

@@ -322,6 +322,12 @@ impl Engine {
         check_body_tenant(grant, body)?;
         let now = Timestamp::now();
         let input = validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
+        if !grant.allows_actor(&input.actor_id) {
+            return Err(Problem::new(
+                ErrorCode::Forbidden,
+                format!("this key may not act for actor {}", input.actor_id),
+            ));
+        }
         let decision = self.config.policy.decide(&input);
         if let Decision::Deny { reason } = &decision {
             let detail = format!(
@@ -349,6 +355,7 @@ impl Engine {
             None => self.embed_one(input.summary.clone()).await?,
         };
         let pending = PendingPut {
+            grant: grant.clone(),
             tenant: grant.tenant().to_string(),
             key_id: grant.key_id().to_string(),
             input,
@@ -461,9 +468,7 @@ impl Engine {
         let event = {
             let table = self.shared.table.read();
             match table.find(grant.tenant(), event_id) {
-                Some(e)
-                    if e.event.tenant_id == grant.tenant() && !e.is_expired(Timestamp::now()) =>
-                {
+                Some(e) if grant.can_see(&e.event) && !e.is_expired(Timestamp::now()) => {
                     e.event.clone()
                 }
                 _ => return Err(Problem::event_not_found(event_id)),
@@ -551,6 +556,7 @@ impl Engine {
     pub async fn delete(&self, grant: &TenantGrant, event_id: &str) -> Result<Receipt, Problem> {
         let (tx, rx) = oneshot::channel();
         let cmd = Command::Delete {
+            grant: grant.clone(),
             tenant: grant.tenant().to_string(),
             event_ids: vec![event_id.to_string()],
             key_id: grant.key_id().to_string(),
@@ -623,9 +629,11 @@ impl Engine {
         event_id: &str,
     ) -> Result<(Option<StoredEvent>, Vec<AuditEntry>), Problem> {
         let current = match self.shared.table.read().lookup(grant.tenant(), event_id) {
-            Lookup::Missing => return Err(Problem::event_not_found(event_id)),
-            Lookup::Live(e) => Some(e.event.clone()),
-            Lookup::Deleted(_) => None,
+            Lookup::Live(e) if grant.can_see(&e.event) => Some(e.event.clone()),
+            Lookup::Deleted(_) if grant.actor_limit().is_none() => None,
+            Lookup::Missing | Lookup::Live(_) | Lookup::Deleted(_) => {
+                return Err(Problem::event_not_found(event_id))
+            }
         };
         let q = AuditQuery {
             event_id: Some(event_id.to_string()),

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use super::lifecycle::{CompactReport, DeleteReply, ErasureReceipt};
 use super::{apply_put, Lookup, Shared};
 use crate::audit::{content_hash, AuditEntry};
+use crate::auth::TenantGrant;
 use crate::model::{Decision, EventInput, EventStatus, StoredEvent, Timestamp};
 use crate::store::log::Log;
 use crate::store::record::{encode, DeleteReason, PutRecord, Record};
@@ -27,6 +28,8 @@ use crate::store::record::{encode, DeleteReason, PutRecord, Record};
 /// A write the handler has validated, decided and embedded.
 #[derive(Debug)]
 pub struct PendingPut {
+    /// The writer's grant (supersession targets must be inside it).
+    pub grant: TenantGrant,
     /// Tenant from the grant.
     pub tenant: String,
     /// Writing key.
@@ -65,6 +68,8 @@ pub enum Command {
     Put(Box<PendingPut>, oneshot::Sender<PutReply>),
     /// Delete events of a tenant.
     Delete {
+        /// The caller's grant (targets must be inside it).
+        grant: TenantGrant,
         /// Tenant.
         tenant: String,
         /// Event ids.
@@ -224,12 +229,13 @@ impl Writer {
     fn handle_other(&mut self, cmd: Command) {
         match cmd {
             Command::Delete {
+                grant,
                 tenant,
                 event_ids,
                 key_id,
                 reply,
             } => {
-                let r = self.delete(&tenant, &event_ids, &key_id, DeleteReason::Deleted);
+                let r = self.delete(&grant, &tenant, &event_ids, &key_id, DeleteReason::Deleted);
                 let _ = reply.send(r);
             }
             Command::Erase {
@@ -390,7 +396,11 @@ impl Writer {
             let status = match plan.new_ids.get(&key) {
                 Some((_, _, e)) => e.status,
                 None => match table.find(&p.tenant, old) {
-                    Some(entry) if !entry.is_expired(Timestamp::now()) => entry.event.status,
+                    Some(entry)
+                        if !entry.is_expired(Timestamp::now()) && p.grant.can_see(&entry.event) =>
+                    {
+                        entry.event.status
+                    }
                     _ => return Err(PutReply::NotFound(old.clone())),
                 },
             };

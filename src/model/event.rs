@@ -245,6 +245,9 @@ pub struct StoredEvent {
     /// When the correction was recorded (the as-of axis of the supersession).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub superseded_at: Option<Timestamp>,
+    /// Why the summary must be treated as data (instruction-like text, hidden characters).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub content_warnings: Vec<String>,
 }
 
 impl StoredEvent {
@@ -257,7 +260,9 @@ impl StoredEvent {
         policy_version: &str,
         status: EventStatus,
     ) -> Self {
+        let content_warnings = super::warnings::content_warnings(&input.summary);
         StoredEvent {
+            content_warnings,
             event_id,
             event_type: input.event_type,
             occurred_at: input.occurred_at,

@@ -6,6 +6,7 @@
 pub mod event;
 pub mod time;
 pub mod validate;
+pub mod warnings;
 
 pub use event::{
     Confidence, Decision, EventInput, EventStatus, PrivacyClass, Retention, SourceTrust,

@@ -33,6 +33,9 @@ pub fn render_one(e: &StoredEvent) -> String {
     line(&mut out, "recorded_at", &e.recorded_at.to_rfc3339());
     line(&mut out, "source_trust", &trust_label(e.source_trust));
     line(&mut out, "event_id", &e.event_id);
+    if !e.content_warnings.is_empty() {
+        line(&mut out, "content_warnings", &e.content_warnings.join(", "));
+    }
     out
 }
 
@@ -57,9 +60,7 @@ fn line(out: &mut String, key: &str, value: &str) {
 
 /// Characters that must never appear raw in evidence.
 pub fn is_unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}')
+    c.is_control() || crate::model::warnings::is_invisible(c)
 }
 
 fn push_sanitized(out: &mut String, value: &str) {
@@ -106,6 +107,7 @@ mod tests {
             status: EventStatus::Active,
             superseded_by: None,
             superseded_at: None,
+            content_warnings: vec![],
         }
     }
 

@@ -182,7 +182,7 @@ fn visible_entry(entry: &Entry, grant: &TenantGrant, vis: &Visibility) -> bool {
         Some(EventStatus::Superseded) => vis.include_superseded,
         Some(EventStatus::PendingReview) | None => false,
     };
-    status_ok && entry.event.tenant_id == grant.tenant()
+    status_ok && grant.can_see(&entry.event)
 }
 
 /// Keeps the candidates the grant may see; returns their entries.
@@ -196,15 +196,14 @@ fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) 
 }
 
 /// The newest event on the same subject that is active in the view and occurred later.
-fn stale_by(table: &Table, entry: &Entry, vis: &Visibility) -> Option<String> {
+fn stale_by(table: &Table, entry: &Entry, grant: &TenantGrant, vis: &Visibility) -> Option<String> {
     table
         .same_subject(entry)
         .iter()
         .filter(|d| **d != entry.doc)
         .filter_map(|d| table.get(*d))
-        .filter(|o| {
-            o.occurred_ms > entry.occurred_ms && view_status(o, vis) == Some(EventStatus::Active)
-        })
+        .filter(|o| o.occurred_ms > entry.occurred_ms && grant.can_see(&o.event))
+        .filter(|o| view_status(o, vis) == Some(EventStatus::Active))
         .max_by_key(|o| (o.occurred_ms, o.doc))
         .map(|o| o.event.event_id.clone())
 }
@@ -212,6 +211,7 @@ fn stale_by(table: &Table, entry: &Entry, vis: &Visibility) -> Option<String> {
 /// Splits stale events out (dropped, or kept and marked when `keep`).
 fn apply_staleness(
     shared: &Shared,
+    grant: &TenantGrant,
     entries: Vec<Arc<Entry>>,
     vis: &Visibility,
     keep: bool,
@@ -220,7 +220,7 @@ fn apply_staleness(
     let mut marks = HashMap::new();
     let mut out = Vec::with_capacity(entries.len());
     for e in entries {
-        match stale_by(&table, &e, vis) {
+        match stale_by(&table, &e, grant, vis) {
             Some(by) if keep => {
                 marks.insert(e.doc, by);
                 out.push(e);
@@ -249,7 +249,7 @@ pub fn recall(
         now,
     };
     let entries = visible(shared, grant, &ids, &vis);
-    let (entries, stale) = apply_staleness(shared, entries, &vis, req.include_stale);
+    let (entries, stale) = apply_staleness(shared, grant, entries, &vis, req.include_stale);
     let ctx = RankCtx {
         shared,
         rank: &config.rank,
@@ -365,7 +365,7 @@ fn respond(
     let results: Vec<Hit> = ranked
         .into_iter()
         .filter_map(|(doc, score)| by_doc.get(&doc).map(|e| (e, score)))
-        .filter(|(e, _)| e.event.tenant_id == grant.tenant())
+        .filter(|(e, _)| grant.can_see(&e.event))
         .map(|(e, score)| {
             let cos = vectors
                 .with_vector(e.doc, |v| dot(v, ctx.query))

@@ -229,6 +229,7 @@ mod tests {
                 status: EventStatus::Active,
                 superseded_by: None,
                 superseded_at: None,
+                content_warnings: vec![],
             },
             input_hash: "h".into(),
             key_id: "k".into(),
