@@ -16,6 +16,8 @@ pub enum ErrorCode {
     Forbidden,
     /// A request body named a tenant other than the key's.
     TenantMismatch,
+    /// A key tried to approve or reject an event it wrote itself.
+    SelfApprovalForbidden,
     /// No such resource in the caller's tenant (identical for foreign ids).
     NotFound,
     /// The request conflicts with stored state (idempotency, supersession).
@@ -47,7 +49,9 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             ErrorCode::Unauthenticated => 401,
-            ErrorCode::Forbidden | ErrorCode::TenantMismatch => 403,
+            ErrorCode::Forbidden | ErrorCode::TenantMismatch | ErrorCode::SelfApprovalForbidden => {
+                403
+            }
             ErrorCode::NotFound | ErrorCode::RouteNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
@@ -66,6 +70,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::TenantMismatch => "tenant_mismatch",
+            ErrorCode::SelfApprovalForbidden => "self_approval_forbidden",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::ValidationFailed => "validation_failed",
@@ -87,6 +92,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "authentication required",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::TenantMismatch => "tenant does not match the key",
+            ErrorCode::SelfApprovalForbidden => "self approval forbidden",
             ErrorCode::NotFound => "not found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::ValidationFailed => "validation failed",
@@ -189,6 +195,7 @@ mod tests {
             ErrorCode::Unauthenticated,
             ErrorCode::Forbidden,
             ErrorCode::TenantMismatch,
+            ErrorCode::SelfApprovalForbidden,
             ErrorCode::NotFound,
             ErrorCode::Conflict,
             ErrorCode::ValidationFailed,

@@ -72,6 +72,34 @@ where
     }
 }
 
+/// An optional JSON body: `None` when the request has no body at all.
+pub struct OptionalJsonBody(pub Option<Value>);
+
+impl<S> FromRequest<S> for OptionalJsonBody
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let app = AppState::from_ref(state);
+        check_content_type(&req)?;
+        let bytes = read_limited(req.into_body(), app.body_limit).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(None));
+        }
+        serde_json::from_slice(&bytes)
+            .map(|v| OptionalJsonBody(Some(v)))
+            .map_err(|e| {
+                Problem::new(
+                    ErrorCode::MalformedJson,
+                    format!("body is not valid JSON: {e}"),
+                )
+            })
+    }
+}
+
 fn check_content_type(req: &Request) -> Result<(), Problem> {
     let Some(ct) = req.headers().get(header::CONTENT_TYPE) else {
         return Ok(());

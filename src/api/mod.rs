@@ -8,6 +8,7 @@
 mod extract;
 mod lifecycle;
 pub mod problem;
+mod reviews;
 mod routes;
 
 use std::sync::{Arc, OnceLock};
@@ -55,6 +56,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events/{event_id}", get(routes::get_event).delete(lifecycle::delete_event))
         .route("/v1/events/{event_id}/history", get(lifecycle::history))
         .route("/v1/erasure", post(lifecycle::erasure))
+        .route("/v1/reviews", get(reviews::list))
+        .route("/v1/reviews/{event_id}/approve", post(reviews::approve))
+        .route("/v1/reviews/{event_id}/reject", post(reviews::reject))
         .route("/v1/audit", get(lifecycle::audit))
         .route("/v1/admin/compact", post(lifecycle::compact))
         .route("/v1/recall", post(routes::recall))

@@ -109,6 +109,23 @@ impl Principal {
         })
     }
 
+    /// A tenant-bound grant whatever the roles (for routes that check a role per item, such
+    /// as review decisions, which need the event's approver role).
+    pub fn tenant_grant(&self) -> Result<TenantGrant, Problem> {
+        let Some(tenant) = &self.tenant else {
+            return Err(Problem::new(
+                ErrorCode::Forbidden,
+                "this key is not bound to a tenant; create a tenant key with POST /v1/admin/keys",
+            ));
+        };
+        Ok(TenantGrant {
+            tenant: tenant.clone(),
+            key_id: self.key_id.clone(),
+            roles: self.roles.clone(),
+            limits: self.limits.clone(),
+        })
+    }
+
     /// Succeeds only for keys holding the admin role.
     pub fn require_admin(&self) -> Result<(), Problem> {
         if self.has_role(roles::ADMIN) {

@@ -13,6 +13,7 @@
 
 mod lifecycle;
 mod open;
+mod review;
 mod table;
 mod writer;
 
@@ -28,6 +29,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
+pub use review::ReviewOutcome;
 pub use table::{Entry, Lookup, Slot, SubjectRule, Table, Tombstone};
 pub use writer::WriterConfig;
 
@@ -43,7 +45,7 @@ use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
 use crate::rank::RankConfig;
 use crate::retrieve::{RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery};
-use crate::store::record::{DeleteRecord, PutRecord, TombstoneRecord};
+use crate::store::record::{DeleteReason, DeleteRecord, PutRecord, ReviewRecord, TombstoneRecord};
 use lifecycle::DeleteReply;
 use writer::{Command, PendingPut, PutReply};
 
@@ -248,6 +250,32 @@ pub(crate) fn apply_delete(shared: &Shared, rec: &DeleteRecord, index: bool) -> 
         }
     }
     removed
+}
+
+/// Applies a review decision: approval activates (and applies the correction), rejection
+/// deletes.
+pub(crate) fn apply_review(shared: &Shared, rec: &ReviewRecord, index: bool) {
+    if !rec.approved {
+        let delete = DeleteRecord {
+            tenant_id: rec.tenant_id.clone(),
+            event_ids: vec![rec.event_id.clone()],
+            deleted_at: rec.decided_at,
+            reason: DeleteReason::Rejected,
+            key_id: rec.key_id.clone(),
+        };
+        apply_delete(shared, &delete, index);
+        return;
+    }
+    let mut table = shared.table.write();
+    let Some(entry) = table.find(&rec.tenant_id, &rec.event_id).cloned() else {
+        return;
+    };
+    let mut event = entry.event.clone();
+    event.status = EventStatus::Active;
+    for old in &event.supersedes_event_ids {
+        table.mark_superseded(&rec.tenant_id, old, &event.event_id, rec.decided_at);
+    }
+    table.replace_event(entry.doc, event);
 }
 
 /// Applies a compacted tombstone.
@@ -578,6 +606,12 @@ impl Engine {
         grant: &TenantGrant,
         actor_id: &str,
     ) -> Result<ErasureReceipt, Problem> {
+        if !grant.allows_actor(actor_id) {
+            return Err(Problem::new(
+                ErrorCode::Forbidden,
+                format!("this key may not act for actor {actor_id}"),
+            ));
+        }
         let (tx, rx) = oneshot::channel();
         let cmd = Command::Erase {
             tenant: grant.tenant().to_string(),
@@ -589,6 +623,46 @@ impl Engine {
         rx.await
             .map_err(|_| writer_gone())?
             .map_err(|e| storage_unavailable(&e))
+    }
+
+    /// Approves or rejects a pending event (the key needs the event's approver role and must
+    /// not be the key that wrote it).
+    pub async fn review(
+        &self,
+        grant: &TenantGrant,
+        event_id: &str,
+        approve: bool,
+        note: Option<String>,
+    ) -> Result<ReviewOutcome, Problem> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Review {
+            grant: grant.clone(),
+            event_id: event_id.to_string(),
+            approve,
+            note,
+            reply: tx,
+        };
+        self.tx.send(cmd).map_err(|_| writer_gone())?;
+        rx.await.map_err(|_| writer_gone())?
+    }
+
+    /// Pending events of the tenant that this key may decide, oldest recorded first.
+    pub fn pending_reviews(
+        &self,
+        grant: &TenantGrant,
+        limit: usize,
+    ) -> Vec<(StoredEvent, Decision)> {
+        let table = self.shared.table.read();
+        table
+            .live_from(0)
+            .filter(|e| e.event.status == EventStatus::PendingReview && grant.can_see(&e.event))
+            .filter(|e| match &e.decision {
+                Decision::Review { approver_role, .. } => grant.has_role(approver_role),
+                Decision::Allow { .. } | Decision::Deny { .. } => false,
+            })
+            .take(limit)
+            .map(|e| (e.event.clone(), e.decision.clone()))
+            .collect()
     }
 
     /// Physically purges deleted content from every file (blocks writes while it runs).

@@ -15,7 +15,8 @@ use parking_lot::RwLock;
 
 use super::writer::Writer;
 use super::{
-    apply_delete, apply_put, apply_tombstone, Engine, EngineConfig, Paths, Shared, Slot, Table,
+    apply_delete, apply_put, apply_review, apply_tombstone, Engine, EngineConfig, Paths, Shared,
+    Slot, Table,
 };
 use crate::audit::AuditEntry;
 use crate::cpu::CpuPool;
@@ -134,6 +135,7 @@ fn replay(shared: &Shared, records: Vec<LogRecord>, scope_seq: Option<u64>) -> a
                 apply_tombstone(shared, rec.seq, t).map_err(anyhow::Error::msg)?
             }
             Record::Marker => {}
+            Record::Review(r) => apply_review(shared, &r, needs_scope),
         }
     }
     Ok(())

@@ -99,6 +99,19 @@ pub enum Command {
         /// Reply.
         reply: oneshot::Sender<Result<CompactReport, String>>,
     },
+    /// Approve or reject a pending event.
+    Review {
+        /// The reviewer's grant.
+        grant: TenantGrant,
+        /// The event.
+        event_id: String,
+        /// Approve (true) or reject.
+        approve: bool,
+        /// Optional note.
+        note: Option<String>,
+        /// Reply.
+        reply: oneshot::Sender<Result<super::ReviewOutcome, crate::error::Problem>>,
+    },
     /// Record an audit entry produced outside the writer (reads, denials).
     Audit(Box<AuditEntry>),
     /// Make everything acknowledged so far searchable and every audit entry durable.
@@ -193,7 +206,8 @@ impl Writer {
                 Command::Shutdown(reply) => batch.shutdown = Some(reply),
                 other @ (Command::Delete { .. }
                 | Command::Erase { .. }
-                | Command::Compact { .. }) => batch.others.push(other),
+                | Command::Compact { .. }
+                | Command::Review { .. }) => batch.others.push(other),
             }
             if batch.shutdown.is_none() && batch.puts.len() < self.config.max_batch {
                 next = rx.try_recv().ok();
@@ -252,6 +266,15 @@ impl Writer {
                 reply,
             } => {
                 let _ = reply.send(self.compact(&tenant, &key_id));
+            }
+            Command::Review {
+                grant,
+                event_id,
+                approve,
+                note,
+                reply,
+            } => {
+                let _ = reply.send(self.review(&grant, &event_id, approve, note));
             }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
         }

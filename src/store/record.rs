@@ -16,6 +16,7 @@ const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
 const KIND_TOMBSTONE: u8 = 3;
 const KIND_MARKER: u8 = 4;
+const KIND_REVIEW: u8 = 5;
 
 /// A decoded log record.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,24 @@ pub enum Record {
     Tombstone(TombstoneRecord),
     /// Keeps the highest sequence number across a compaction; carries nothing.
     Marker,
+    /// A review decision on a pending event.
+    Review(ReviewRecord),
+}
+
+/// A reviewer's decision as logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewRecord {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The reviewed event.
+    pub event_id: String,
+    /// Approved (active) or rejected (deleted).
+    pub approved: bool,
+    /// When.
+    pub decided_at: crate::model::Timestamp,
+    /// The reviewer's key.
+    pub key_id: String,
 }
 
 /// Why events were deleted.
@@ -41,6 +60,8 @@ pub enum DeleteReason {
     Erased,
     /// `retention.expiresAt` passed.
     Expired,
+    /// A reviewer rejected the pending event.
+    Rejected,
 }
 
 impl DeleteReason {
@@ -50,6 +71,7 @@ impl DeleteReason {
             DeleteReason::Deleted => "deleted",
             DeleteReason::Erased => "erased",
             DeleteReason::Expired => "expired",
+            DeleteReason::Rejected => "rejected",
         }
     }
 }
@@ -115,6 +137,7 @@ pub fn encode(record: &Record) -> Vec<u8> {
         Record::Delete(d) => encode_json(KIND_DELETE, d),
         Record::Tombstone(t) => encode_json(KIND_TOMBSTONE, t),
         Record::Marker => vec![VERSION, KIND_MARKER],
+        Record::Review(r) => encode_json(KIND_REVIEW, r),
     }
 }
 
@@ -176,6 +199,7 @@ pub fn decode(mut buf: &[u8]) -> Result<Record, DecodeError> {
         KIND_DELETE => decode_json(buf).map(Record::Delete),
         KIND_TOMBSTONE => decode_json(buf).map(Record::Tombstone),
         KIND_MARKER if buf.is_empty() => Ok(Record::Marker),
+        KIND_REVIEW => decode_json(buf).map(Record::Review),
         kind => Err(DecodeError(format!("unknown kind {kind}"))),
     }
 }

@@ -2,6 +2,7 @@
 
 mod common;
 mod http_auth;
+mod http_governance;
 mod http_lifecycle;
 mod http_recall;
 mod http_storage;

@@ -1,0 +1,133 @@
+//! The review workflow run by the writer: approving or rejecting pending events.
+//!
+//! Invariants: only a key holding the event's `approverRole` may decide, never the key that
+//! wrote the event; a decision is one durable log record applied before the reply; an
+//! approved correction supersedes its targets at approval time; a rejected event is deleted
+//! (a tombstone) and purged by the next compaction.
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::writer::Writer;
+use super::{apply_review, Lookup};
+use crate::audit::{content_hash, AuditEntry};
+use crate::auth::TenantGrant;
+use crate::error::{ErrorCode, Problem};
+use crate::model::{Decision, EventStatus, Timestamp};
+use crate::store::record::{encode, Record, ReviewRecord};
+
+/// The result of a review decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewOutcome {
+    /// The reviewed event.
+    pub event_id: String,
+    /// `active` or `rejected`.
+    pub status: String,
+    /// When.
+    pub decided_at: Timestamp,
+    /// Reviewer's note, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Writer {
+    /// Approves (`approve`) or rejects a pending event.
+    pub(super) fn review(
+        &mut self,
+        grant: &TenantGrant,
+        event_id: &str,
+        approve: bool,
+        note: Option<String>,
+    ) -> Result<ReviewOutcome, Problem> {
+        self.check_review(grant, event_id, approve)?;
+        let rec = ReviewRecord {
+            tenant_id: grant.tenant().to_string(),
+            event_id: event_id.to_string(),
+            approved: approve,
+            decided_at: Timestamp::now(),
+            key_id: grant.key_id().to_string(),
+        };
+        let payload = encode(&Record::Review(rec.clone()));
+        self.log.append_batch(&[&payload]).map_err(|e| {
+            Problem::new(
+                ErrorCode::StorageUnavailable,
+                format!("the event log cannot accept writes: {e}"),
+            )
+        })?;
+        apply_review(&self.shared, &rec, true);
+        let action = if approve { "approve" } else { "reject" };
+        let detail = json!({"noteHash": note.as_deref().map(content_hash)});
+        self.pending_audit.push(AuditEntry::new(
+            grant.tenant(),
+            grant.key_id(),
+            action,
+            vec![event_id.to_string()],
+            detail,
+        ));
+        Ok(ReviewOutcome {
+            event_id: event_id.to_string(),
+            status: if approve { "active" } else { "rejected" }.to_string(),
+            decided_at: rec.decided_at,
+            note,
+        })
+    }
+
+    fn check_review(
+        &self,
+        grant: &TenantGrant,
+        event_id: &str,
+        approve: bool,
+    ) -> Result<(), Problem> {
+        let table = self.shared.table.read();
+        let entry = match table.lookup(grant.tenant(), event_id) {
+            Lookup::Live(e) if grant.can_see(&e.event) => e,
+            Lookup::Live(_) | Lookup::Deleted(_) | Lookup::Missing => {
+                return Err(Problem::event_not_found(event_id))
+            }
+        };
+        if entry.event.status != EventStatus::PendingReview {
+            return Err(Problem::new(
+                ErrorCode::Conflict,
+                format!(
+                    "event {event_id} is {}, not pending review",
+                    entry.event.status.as_str()
+                ),
+            ));
+        }
+        let role = match &entry.decision {
+            Decision::Review { approver_role, .. } => approver_role.clone(),
+            Decision::Allow { .. } | Decision::Deny { .. } => {
+                crate::auth::roles::MEMORY_REVIEWER.to_string()
+            }
+        };
+        if !grant.has_role(&role) {
+            return Err(
+                Problem::new(ErrorCode::Forbidden, format!("missing role: {role}"))
+                    .with_extra("missingRole", json!(role)),
+            );
+        }
+        if entry.key_id == grant.key_id() {
+            return Err(Problem::new(
+                ErrorCode::SelfApprovalForbidden,
+                "the key that wrote an event cannot approve or reject it",
+            ));
+        }
+        if approve {
+            for old in &entry.event.supersedes_event_ids {
+                let active = table
+                    .find(grant.tenant(), old)
+                    .is_some_and(|o| o.event.status == EventStatus::Active);
+                if !active {
+                    return Err(Problem::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "event {old} is no longer active; the correction cannot be approved"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
