@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod embed;
 pub mod engine;
 pub mod error;
+pub mod eval;
 pub mod fsutil;
 pub mod index;
 pub mod model;

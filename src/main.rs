@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
+    /// Measure retrieval quality on a public benchmark (LoCoMo, MADial-Bench).
+    Eval(episodic::eval::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Eval(args) => episodic::eval::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
