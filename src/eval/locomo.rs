@@ -98,13 +98,14 @@ impl Report {
     pub fn table(&self) -> String {
         let mut out = format!(
             "LoCoMo: {} conversations, {} turns, {} questions scored ({} skipped); \
-             wall {:.1}s (ingest {:.1}s, query {:.1}s)\n",
+             wall {:.1}s (ingest {:.1}s of which embedding {:.1}s, query {:.1}s)\n",
             self.counts.conversations,
             self.counts.turns,
             self.counts.scored,
             self.counts.skipped,
             self.wall_seconds.total,
             self.wall_seconds.ingest,
+            self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
         let mut sections = vec![("dense (engine recall, default ranking)", &self.dense)];
@@ -186,9 +187,7 @@ fn parse_session_time(s: &str) -> Option<PrimitiveDateTime> {
         "pm" => h % 12 + 12,
         _ => return None,
     };
-    let mut parts = date
-        .split(|c: char| c == ' ' || c == ',')
-        .filter(|p| !p.is_empty());
+    let mut parts = date.split([' ', ',']).filter(|p| !p.is_empty());
     let day: u8 = parts.next()?.parse().ok()?;
     let month = parse_month(parts.next()?)?;
     let year: i32 = parts.next()?.parse().ok()?;
@@ -360,7 +359,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let harness = Harness::open(&opts.model_dir, max_summary, opts.hybrid)?;
     let setup = secs(started);
     let t = Instant::now();
-    harness.ingest(&docs)?;
+    let ingest_embed = harness.ingest(&docs)?;
     let ingest = secs(t);
 
     let t = Instant::now();
@@ -404,6 +403,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         wall_seconds: WallTimes {
             setup,
             ingest,
+            ingest_embed,
             query,
             total: secs(started),
         },

@@ -80,12 +80,13 @@ impl Report {
     pub fn table(&self) -> String {
         let mut out = format!(
             "MADial-Bench (en): {} memories, {} dialogues scored ({} skipped); \
-             wall {:.1}s (ingest {:.1}s, query {:.1}s)\n",
+             wall {:.1}s (ingest {:.1}s of which embedding {:.1}s, query {:.1}s)\n",
             self.counts.memories,
             self.counts.scored,
             self.counts.skipped,
             self.wall_seconds.total,
             self.wall_seconds.ingest,
+            self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
         let mut sections = vec![("dense (engine recall, default ranking)", &self.dense)];
@@ -244,7 +245,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let harness = Harness::open(&opts.model_dir, max_summary, opts.hybrid)?;
     let setup = secs(started);
     let t = Instant::now();
-    harness.ingest(&docs)?;
+    let ingest_embed = harness.ingest(&docs)?;
     let ingest = secs(t);
     let t = Instant::now();
     let ranked = harness.rank_all(&queries)?;
@@ -274,6 +275,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         wall_seconds: WallTimes {
             setup,
             ingest,
+            ingest_embed,
             query,
             total: secs(started),
         },

@@ -177,6 +177,8 @@ pub struct WallTimes {
     pub setup: f64,
     /// Embedding and writing every event, then refreshing the indexes.
     pub ingest: f64,
+    /// The embedding part of `ingest`.
+    pub ingest_embed: f64,
     /// Embedding and answering every query.
     pub query: f64,
     /// Everything, from start to report.
@@ -190,7 +192,7 @@ pub struct ConfigReport {
     /// Embedding model id.
     pub model: String,
     /// Ranking weights (relevance, recency, trust, confidence).
-    pub rank_weights: [f32; 4],
+    pub rank_weights: [f64; 4],
     /// Recency half-life in days.
     pub recency_half_life_days: f64,
     /// Hits requested per dense recall.
@@ -270,7 +272,7 @@ impl Harness {
         let w = c.rank.weights;
         ConfigReport {
             model: self.embedder.model_id().to_string(),
-            rank_weights: [w.relevance, w.recency, w.trust, w.confidence],
+            rank_weights: [w.relevance, w.recency, w.trust, w.confidence].map(round4),
             recency_half_life_days: c.rank.half_life_days,
             dense_depth: DENSE_DEPTH,
             hybrid: self.hybrid,
@@ -281,8 +283,9 @@ impl Harness {
 
     /// Embeds every summary in one batched pass, then writes every event concurrently
     /// through [`Engine::write_embedded`] (validation, policy, log) and refreshes the
-    /// indexes. Fails on the first rejected write, naming it.
-    pub fn ingest(&self, docs: &[Doc]) -> anyhow::Result<()> {
+    /// indexes. Fails on the first rejected write, naming it. Returns the seconds spent
+    /// embedding.
+    pub fn ingest(&self, docs: &[Doc]) -> anyhow::Result<f64> {
         let texts: Vec<String> = docs
             .iter()
             .map(|d| {
@@ -293,7 +296,9 @@ impl Harness {
                     .with_context(|| format!("event {} has no summary", d.event_id))
             })
             .collect::<anyhow::Result<_>>()?;
+        let t = Instant::now();
         let vectors = self.embed(texts)?;
+        let embed_secs = secs(t);
         self.runtime.block_on(async {
             let mut set = JoinSet::new();
             for (doc, vector) in docs.iter().zip(vectors) {
@@ -320,7 +325,7 @@ impl Harness {
         if stored != docs.len() {
             bail!("{} events written but {stored} stored", docs.len());
         }
-        Ok(())
+        Ok(embed_secs)
     }
 
     /// Embeds `texts` in one batched pass off the async threads.
@@ -398,6 +403,11 @@ fn describe(p: &crate::error::Problem) -> String {
         s.push_str(&format!("; {}: {}", e.field, e.message));
     }
     s
+}
+
+/// `x` rounded to 4 decimals (weights are `f32`; this keeps the report readable).
+fn round4(x: f32) -> f64 {
+    (f64::from(x) * 1e4).round() / 1e4
 }
 
 /// Seconds since `t`.
