@@ -68,6 +68,9 @@ pub struct Report {
     pub counts: Counts,
     /// Dense recall through the engine, per group (`overall` and `user-<id>`).
     pub dense: BTreeMap<String, GroupReport>,
+    /// BM25 alone (with `--hybrid`, the ablation's third arm), per group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical: Option<BTreeMap<String, GroupReport>>,
     /// The hybrid ranking (with `--hybrid`), per group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hybrid: Option<BTreeMap<String, GroupReport>>,
@@ -90,6 +93,9 @@ impl Report {
             self.wall_seconds.query,
         );
         let mut sections = vec![("dense (engine recall, default ranking)", &self.dense)];
+        if let Some(l) = &self.lexical {
+            sections.push(("lexical (BM25 alone, ablation)", l));
+        }
         if let Some(h) = &self.hybrid {
             sections.push(("hybrid (dense + BM25, RRF)", h));
         }
@@ -252,12 +258,16 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let query = secs(t);
 
     let mut dense = Accumulator::new(&KS);
+    let mut lexical = Accumulator::new(&KS);
     let mut hybrid = Accumulator::new(&KS);
     for ((group, gold), r) in golds.iter().zip(&ranked) {
         if dense.add(Some(group), gold, &r.dense) {
             counts.scored += 1;
         } else {
             counts.skipped += 1;
+        }
+        if let Some(l) = &r.lexical {
+            lexical.add(Some(group), gold, l);
         }
         if let Some(h) = &r.hybrid {
             hybrid.add(Some(group), gold, h);
@@ -271,6 +281,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         config,
         counts,
         dense: dense.report(),
+        lexical: opts.hybrid.then(|| lexical.report()),
         hybrid: opts.hybrid.then(|| hybrid.report()),
         wall_seconds: WallTimes {
             setup,

@@ -165,6 +165,9 @@ pub struct Query {
 pub struct Ranked {
     /// Dense recall through the engine, best first (at most [`DENSE_DEPTH`]).
     pub dense: Vec<String>,
+    /// BM25 alone (only with `--hybrid`, as the ablation's third arm), best first (at most
+    /// [`DENSE_DEPTH`]).
+    pub lexical: Option<Vec<String>>,
     /// Dense fused with BM25 (only with `--hybrid`), best first (at most [`DENSE_DEPTH`]).
     pub hybrid: Option<Vec<String>>,
 }
@@ -369,7 +372,7 @@ impl Harness {
             .recall_with_vector(&grant, &req, vector)
             .map_err(|p| anyhow::anyhow!("recall for tenant {}: {p}", q.tenant))?;
         let dense_full: Vec<String> = resp.results.into_iter().map(|h| h.event.event_id).collect();
-        let hybrid = if self.hybrid {
+        let (lexical, hybrid) = if self.hybrid {
             let lexical: Vec<String> = self
                 .engine
                 .lexical(&grant, &q.text, FUSION_DEPTH)
@@ -377,17 +380,21 @@ impl Harness {
                 .into_iter()
                 .map(|(id, _)| id)
                 .collect();
-            Some(metrics::reciprocal_rank_fusion(
-                &[&dense_full, &lexical],
-                RRF_C,
-                DENSE_DEPTH,
-            ))
+            let fused =
+                metrics::reciprocal_rank_fusion(&[&dense_full, &lexical], RRF_C, DENSE_DEPTH);
+            let mut lexical = lexical;
+            lexical.truncate(DENSE_DEPTH);
+            (Some(lexical), Some(fused))
         } else {
-            None
+            (None, None)
         };
         let mut dense = dense_full;
         dense.truncate(DENSE_DEPTH);
-        Ok(Ranked { dense, hybrid })
+        Ok(Ranked {
+            dense,
+            lexical,
+            hybrid,
+        })
     }
 
     /// Flushes and stops the engine (the directory is removed on drop).
