@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use time::{Date, Month, PrimitiveDateTime, Time};
 
 use super::metrics::{Accumulator, GroupReport, OVERALL};
-use super::{render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+use super::{dense_title, render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [5, 10, 25, 50];
@@ -50,6 +50,8 @@ pub struct Options {
     pub model_dir: PathBuf,
     /// Also score the hybrid (dense + BM25) ranking.
     pub hybrid: bool,
+    /// Rank by cosine alone (diagnostic; the headline uses the default ranking).
+    pub relevance_only: bool,
 }
 
 /// Dataset counts of a run.
@@ -111,7 +113,7 @@ impl Report {
             self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
-        let mut sections = vec![("dense (engine recall, default ranking)", &self.dense)];
+        let mut sections = vec![(dense_title(&self.config), &self.dense)];
         if let Some(l) = &self.lexical {
             sections.push(("lexical (BM25 alone, ablation)", l));
         }
@@ -362,7 +364,12 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         .max()
         .unwrap_or(0);
 
-    let harness = Harness::open(&opts.model_dir, max_summary, opts.hybrid)?;
+    let harness = Harness::open(
+        &opts.model_dir,
+        max_summary,
+        opts.hybrid,
+        opts.relevance_only,
+    )?;
     let setup = secs(started);
     let t = Instant::now();
     let ingest_embed = harness.ingest(&docs)?;

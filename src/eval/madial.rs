@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::metrics::{Accumulator, GroupReport, OVERALL};
-use super::{render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+use super::{dense_title, render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [1, 3, 5, 10];
@@ -36,6 +36,8 @@ pub struct Options {
     pub model_dir: PathBuf,
     /// Also score the hybrid (dense + BM25) ranking.
     pub hybrid: bool,
+    /// Rank by cosine alone (diagnostic; the headline uses the default ranking).
+    pub relevance_only: bool,
 }
 
 /// Dataset counts of a run.
@@ -92,7 +94,7 @@ impl Report {
             self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
-        let mut sections = vec![("dense (engine recall, default ranking)", &self.dense)];
+        let mut sections = vec![(dense_title(&self.config), &self.dense)];
         if let Some(l) = &self.lexical {
             sections.push(("lexical (BM25 alone, ablation)", l));
         }
@@ -248,7 +250,12 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     }
     counts.dialogues = queries.len();
 
-    let harness = Harness::open(&opts.model_dir, max_summary, opts.hybrid)?;
+    let harness = Harness::open(
+        &opts.model_dir,
+        max_summary,
+        opts.hybrid,
+        opts.relevance_only,
+    )?;
     let setup = secs(started);
     let t = Instant::now();
     let ingest_embed = harness.ingest(&docs)?;

@@ -9,7 +9,8 @@
 //! Invariants:
 //! - one engine configuration for every dataset: [`EngineConfig::new`] defaults (ranking
 //!   weights included, so recency favours later events because questions are asked "now");
-//!   nothing is tuned per dataset;
+//!   nothing is tuned per dataset (`--relevance-only` is a labelled diagnostic that ranks by
+//!   cosine alone to measure that bias, never the headline);
 //! - every question is scoped to its own tenant (one tenant per conversation or user);
 //! - runs are deterministic: inputs are processed in file order, embeddings are exact, every
 //!   tenant is small enough for exact scoring, and fusion breaks ties by id; only wall times
@@ -73,6 +74,10 @@ pub struct CommonArgs {
     /// Also score a hybrid ranking: dense recall fused with BM25 by reciprocal rank fusion.
     #[arg(long)]
     pub hybrid: bool,
+    /// Diagnostic only, not the headline: rank by cosine alone (weights 1,0,0,0), to measure
+    /// what the recency/trust/confidence priors of the default ranking cost or gain.
+    #[arg(long)]
+    pub relevance_only: bool,
 }
 
 /// `episodic eval locomo` arguments.
@@ -109,6 +114,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 conversations: a.conversations,
                 model_dir: a.common.model_dir.clone(),
                 hybrid: a.common.hybrid,
+                relevance_only: a.common.relevance_only,
             };
             let report = locomo::evaluate(&opts)?;
             print!("{}", report.table());
@@ -119,6 +125,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 path: a.path,
                 model_dir: a.common.model_dir.clone(),
                 hybrid: a.common.hybrid,
+                relevance_only: a.common.relevance_only,
             };
             let report = madial::evaluate(&opts)?;
             print!("{}", report.table());
@@ -198,6 +205,8 @@ pub struct ConfigReport {
     pub rank_weights: [f64; 4],
     /// Recency half-life in days.
     pub recency_half_life_days: f64,
+    /// Whether ranking used cosine alone (the `--relevance-only` diagnostic).
+    pub relevance_only: bool,
     /// Hits requested per dense recall.
     pub dense_depth: usize,
     /// Whether the hybrid ranking was scored too.
@@ -236,6 +245,7 @@ pub struct Harness {
     engine: Engine,
     embedder: Arc<FastEmbedder>,
     hybrid: bool,
+    relevance_only: bool,
     runtime: tokio::runtime::Runtime,
     _dir: TempDir,
 }
@@ -243,7 +253,13 @@ pub struct Harness {
 impl Harness {
     /// Loads the model from `model_dir` and opens an engine with the default configuration
     /// (summaries up to `max_summary_bytes`, raised from the default only when needed).
-    pub fn open(model_dir: &Path, max_summary_bytes: usize, hybrid: bool) -> anyhow::Result<Self> {
+    /// With `relevance_only`, ranking uses cosine alone (a diagnostic, not the headline).
+    pub fn open(
+        model_dir: &Path,
+        max_summary_bytes: usize,
+        hybrid: bool,
+        relevance_only: bool,
+    ) -> anyhow::Result<Self> {
         let dir = TempDir::new()?;
         let embedder = Arc::new(
             FastEmbedder::load(model_dir)
@@ -251,6 +267,14 @@ impl Harness {
         );
         let mut config = EngineConfig::new(dir.0.clone());
         config.limits.max_summary_bytes = config.limits.max_summary_bytes.max(max_summary_bytes);
+        if relevance_only {
+            config.rank.weights = crate::rank::Weights {
+                relevance: 1.0,
+                recency: 0.0,
+                trust: 0.0,
+                confidence: 0.0,
+            };
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -264,6 +288,7 @@ impl Harness {
             engine,
             embedder,
             hybrid,
+            relevance_only,
             runtime,
             _dir: dir,
         })
@@ -277,6 +302,7 @@ impl Harness {
             model: self.embedder.model_id().to_string(),
             rank_weights: [w.relevance, w.recency, w.trust, w.confidence].map(round4),
             recency_half_life_days: c.rank.half_life_days,
+            relevance_only: self.relevance_only,
             dense_depth: DENSE_DEPTH,
             hybrid: self.hybrid,
             fusion_depth: FUSION_DEPTH,
@@ -415,6 +441,15 @@ fn describe(p: &crate::error::Problem) -> String {
 /// `x` rounded to 4 decimals (weights are `f32`; this keeps the report readable).
 fn round4(x: f32) -> f64 {
     (f64::from(x) * 1e4).round() / 1e4
+}
+
+/// The title of the dense section of a table.
+fn dense_title(config: &ConfigReport) -> &'static str {
+    if config.relevance_only {
+        "dense (engine recall, cosine only: --relevance-only diagnostic)"
+    } else {
+        "dense (engine recall, default ranking)"
+    }
 }
 
 /// Seconds since `t`.

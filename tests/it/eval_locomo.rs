@@ -31,6 +31,7 @@ fn locomo_first_conversation_meets_recall_floor() {
         conversations: Some(1),
         model_dir: model_dir(),
         hybrid: true,
+        relevance_only: false,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);
