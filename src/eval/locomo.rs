@@ -439,15 +439,15 @@ mod tests {
         assert_eq!(parse_turn_id("D30:05"), Some((30, 5)));
         assert_eq!(parse_turn_id("D"), None);
         let turns: HashMap<TurnKey, String> =
-            [((8, 6), "D8:6"), ((9, 17), "D9:17"), ((30, 5), "D30:5")]
+            [((2, 3), "D2:3"), ((5, 17), "D5:17"), ((30, 5), "D30:5")]
                 .into_iter()
                 .map(|(k, v)| (k, v.to_string()))
                 .collect();
-        let ev = vec![json!("D8:6; D9:17"), json!("D"), json!("D30:05 D4:36")];
+        let ev = vec![json!("D2:3; D5:17"), json!("D"), json!("D30:05 D4:36")];
         let (gold, dropped) = normalise_evidence(&ev, &turns);
         let mut g: Vec<_> = gold.into_iter().collect();
         g.sort();
-        assert_eq!(g, vec!["D30:5", "D8:6", "D9:17"]);
+        assert_eq!(g, vec!["D2:3", "D30:5", "D5:17"]);
         assert_eq!(dropped, 2);
     }
 
