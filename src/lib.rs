@@ -9,7 +9,8 @@
 //! is the only module that speaks HTTP.
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
-//! `retrieve` ← `engine` ← `api`.
+//! `retrieve` ← `engine` ← `api`, and `engine` ← `eval` (offline retrieval-quality
+//! benchmarks, run by `episodic eval`).
 
 pub mod api;
 pub mod audit;
@@ -19,6 +20,7 @@ pub mod cpu;
 pub mod embed;
 pub mod engine;
 pub mod error;
+pub mod eval;
 pub mod fsutil;
 pub mod index;
 pub mod model;

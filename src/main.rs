@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
+    /// Measure retrieval quality on a public benchmark (LoCoMo, MADial-Bench).
+    Eval(episodic::eval::EvalArgs),
     /// Physically purge deleted, erased and expired content (stop the server first).
     Compact {
         /// Directory holding the log, indexes and keys.
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Compact { data_dir } => compact(data_dir),
+        Command::Eval(args) => episodic::eval::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

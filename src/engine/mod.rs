@@ -11,6 +11,7 @@
 //! - events with internal id ≥ `watermark` are not yet committed in tantivy and are matched
 //!   in memory with the same predicate, so acknowledged writes are recallable at once.
 
+mod lexical;
 mod lifecycle;
 mod open;
 mod review;

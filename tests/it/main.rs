@@ -1,6 +1,7 @@
 //! HTTP-level integration tests with the real embedding model.
 
 mod common;
+mod eval_locomo;
 mod http_auth;
 mod http_governance;
 mod http_lifecycle;

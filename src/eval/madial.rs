@@ -1,0 +1,301 @@
+//! MADial-Bench, English (He et al., 2024): memory retrieval for a dialogue.
+//!
+//! Role: reads `en/MADial-Bench-en-memory.jsonl`, `en/MADial-Bench-en-dialogue.jsonl` and
+//! (for the user of each memory, which the English file lacks)
+//! `zh/MADial-Bench-zh-memory.jsonl` under a directory given on the command line; stores one
+//! event per memory (tenant = `madial-user-<id>`, eventId = `m<id>`, occurredAt = `time` at
+//! midnight UTC, summary = `event`), queries with the dialogue before its first test turn,
+//! scoped to the dialogue's user, and scores recall@{1,3,5,10}.
+//!
+//! Invariants:
+//! - every English memory has a user id from the Chinese file (same ids), else the run fails;
+//! - the query is the dialogue lines strictly between `<BOD>` and the first test turn, each
+//!   trimmed, joined by newlines;
+//! - relevant ids that name no memory are dropped (none do in the published files).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::metrics::{Accumulator, GroupReport, OVERALL};
+use super::{dense_title, render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+
+/// Cut-offs scored.
+pub const KS: [usize; 4] = [1, 3, 5, 10];
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The `madial_bench` directory (holding `en/` and `zh/`).
+    pub path: PathBuf,
+    /// The models directory.
+    pub model_dir: PathBuf,
+    /// Also score the hybrid (dense + BM25) ranking.
+    pub hybrid: bool,
+    /// Rank by cosine alone (diagnostic; the headline uses the default ranking).
+    pub relevance_only: bool,
+}
+
+/// Dataset counts of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    /// Memories ingested (one event each).
+    pub memories: usize,
+    /// Memories per user id.
+    pub memories_per_user: BTreeMap<u64, usize>,
+    /// Dialogues read.
+    pub dialogues: usize,
+    /// Dialogues scored (at least one relevant memory).
+    pub scored: usize,
+    /// Dialogues skipped for lack of relevant memories.
+    pub skipped: usize,
+}
+
+/// The MADial-Bench report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// `"madial-en"`.
+    pub dataset: String,
+    /// The data directory evaluated.
+    pub path: String,
+    /// Engine and eval settings.
+    pub config: ConfigReport,
+    /// Dataset counts.
+    pub counts: Counts,
+    /// Dense recall through the engine, per group (`overall` and `user-<id>`).
+    pub dense: BTreeMap<String, GroupReport>,
+    /// BM25 alone (with `--hybrid`, the ablation's third arm), per group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical: Option<BTreeMap<String, GroupReport>>,
+    /// The hybrid ranking (with `--hybrid`), per group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid: Option<BTreeMap<String, GroupReport>>,
+    /// Wall times in seconds.
+    pub wall_seconds: WallTimes,
+}
+
+impl Report {
+    /// A readable table of recall (%) per group.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "MADial-Bench (en): {} memories, {} dialogues scored ({} skipped); \
+             wall {:.1}s (ingest {:.1}s of which embedding {:.1}s, query {:.1}s)\n",
+            self.counts.memories,
+            self.counts.scored,
+            self.counts.skipped,
+            self.wall_seconds.total,
+            self.wall_seconds.ingest,
+            self.wall_seconds.ingest_embed,
+            self.wall_seconds.query,
+        );
+        let mut sections = vec![(dense_title(&self.config), &self.dense)];
+        if let Some(l) = &self.lexical {
+            sections.push(("lexical (BM25 alone, ablation)", l));
+        }
+        if let Some(h) = &self.hybrid {
+            sections.push(("hybrid (dense + BM25, RRF)", h));
+        }
+        for (title, groups) in sections {
+            let mut rows: Vec<(String, &GroupReport)> = Vec::new();
+            if let Some(g) = groups.get(OVERALL) {
+                rows.push((OVERALL.to_string(), g));
+            }
+            rows.extend(
+                groups
+                    .iter()
+                    .filter(|(n, _)| n.as_str() != OVERALL)
+                    .map(|(n, g)| (n.clone(), g)),
+            );
+            out.push_str(&render_table(title, &rows, &KS, &[5, 10]));
+        }
+        out
+    }
+}
+
+/// Reads a JSON-lines file.
+fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{} line {}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// `(id, fields)` of every memory line `{"<id>": {...}}`, in file order.
+fn memories(lines: &[Value]) -> anyhow::Result<Vec<(String, Value)>> {
+    let mut out = Vec::new();
+    for line in lines {
+        let obj = line.as_object().context("a memory line is not an object")?;
+        for (id, fields) in obj {
+            out.push((id.clone(), fields.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the MADial-Bench (English) evaluation end to end.
+pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let en_mem = memories(&read_jsonl(
+        &opts.path.join("en").join("MADial-Bench-en-memory.jsonl"),
+    )?)?;
+    let zh_mem = memories(&read_jsonl(
+        &opts.path.join("zh").join("MADial-Bench-zh-memory.jsonl"),
+    )?)?;
+    let dialogues = read_jsonl(&opts.path.join("en").join("MADial-Bench-en-dialogue.jsonl"))?;
+    let users: HashMap<String, u64> = zh_mem
+        .iter()
+        .filter_map(|(id, f)| Some((id.clone(), f.get("user-id")?.as_u64()?)))
+        .collect();
+
+    let mut counts = Counts::default();
+    let mut docs = Vec::new();
+    let mut known: HashSet<String> = HashSet::new();
+    for (id, f) in &en_mem {
+        let user = *users
+            .get(id)
+            .with_context(|| format!("memory {id} has no user id in the zh memory file"))?;
+        let date = f
+            .get("time")
+            .and_then(Value::as_str)
+            .with_context(|| format!("memory {id}: no time"))?;
+        let event = f
+            .get("event")
+            .and_then(Value::as_str)
+            .with_context(|| format!("memory {id}: no event"))?;
+        let event_id = format!("m{id}");
+        let body = json!({
+            "eventId": event_id,
+            "eventType": "tool_observed_event",
+            "occurredAt": format!("{date}T00:00:00Z"),
+            "actorId": format!("user-{user}"),
+            "summary": event,
+            "resourceRefs": [],
+            "sourceRefs": [format!("madial/en/memory/{id}")],
+            "sourceTrust": "user_provided",
+            "confidence": "high",
+            "privacyClass": "internal",
+            "retention": {"deleteOnRequest": true},
+        });
+        *counts.memories_per_user.entry(user).or_default() += 1;
+        if !known.insert(format!("{user}/{event_id}")) {
+            bail!("duplicate memory id {id}");
+        }
+        docs.push(Doc {
+            tenant: format!("madial-user-{user}"),
+            event_id,
+            body,
+        });
+    }
+    counts.memories = docs.len();
+    let max_summary = en_mem
+        .iter()
+        .filter_map(|(_, f)| f.get("event").and_then(Value::as_str))
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+
+    let mut queries = Vec::new();
+    let mut golds = Vec::new();
+    for (i, d) in dialogues.iter().enumerate() {
+        let user = d
+            .get("user-id")
+            .and_then(Value::as_u64)
+            .with_context(|| format!("dialogue {i}: no user-id"))?;
+        let lines: Vec<&str> = d
+            .get("dialogue")
+            .and_then(Value::as_array)
+            .with_context(|| format!("dialogue {i}: no dialogue"))?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let first_test = d
+            .get("test-turn")
+            .and_then(Value::as_array)
+            .and_then(|t| t.iter().filter_map(Value::as_u64).min())
+            .with_context(|| format!("dialogue {i}: no test-turn"))?;
+        let end = usize::try_from(first_test)?.min(lines.len());
+        let text = lines[..end]
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && *l != "<BOD>")
+            .collect::<Vec<_>>()
+            .join("\n");
+        if text.is_empty() {
+            bail!("dialogue {i}: nothing before the first test turn");
+        }
+        let gold: HashSet<String> = d
+            .get("relevant-id")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(|v| v.as_u64().map(|n| format!("m{n}")))
+            .filter(|id| known.contains(&format!("{user}/{id}")))
+            .collect();
+        queries.push(Query {
+            tenant: format!("madial-user-{user}"),
+            text,
+        });
+        golds.push((format!("user-{user}"), gold));
+    }
+    counts.dialogues = queries.len();
+
+    let harness = Harness::open(
+        &opts.model_dir,
+        max_summary,
+        opts.hybrid,
+        opts.relevance_only,
+    )?;
+    let setup = secs(started);
+    let t = Instant::now();
+    let ingest_embed = harness.ingest(&docs)?;
+    let ingest = secs(t);
+    let t = Instant::now();
+    let ranked = harness.rank_all(&queries)?;
+    let query = secs(t);
+
+    let mut dense = Accumulator::new(&KS);
+    let mut lexical = Accumulator::new(&KS);
+    let mut hybrid = Accumulator::new(&KS);
+    for ((group, gold), r) in golds.iter().zip(&ranked) {
+        if dense.add(Some(group), gold, &r.dense) {
+            counts.scored += 1;
+        } else {
+            counts.skipped += 1;
+        }
+        if let Some(l) = &r.lexical {
+            lexical.add(Some(group), gold, l);
+        }
+        if let Some(h) = &r.hybrid {
+            hybrid.add(Some(group), gold, h);
+        }
+    }
+    let config = harness.config_report();
+    harness.close();
+    Ok(Report {
+        dataset: "madial-en".to_string(),
+        path: opts.path.display().to_string(),
+        config,
+        counts,
+        dense: dense.report(),
+        lexical: opts.hybrid.then(|| lexical.report()),
+        hybrid: opts.hybrid.then(|| hybrid.report()),
+        wall_seconds: WallTimes {
+            setup,
+            ingest,
+            ingest_embed,
+            query,
+            total: secs(started),
+        },
+    })
+}

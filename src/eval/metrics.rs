@@ -1,0 +1,230 @@
+//! Retrieval metrics: recall@k, recall_all@k and hit@k, accumulated per group.
+//!
+//! Role: pure scoring of ranked id lists against gold id sets, with no I/O.
+//!
+//! Invariants:
+//! - for a query with gold set G and ranking R, `recall@k = |G ∩ R[..k]| / |G|`,
+//!   `recall_all@k = 1` iff `G ⊆ R[..k]`, `hit@k = 1` iff `G ∩ R[..k] ≠ ∅`;
+//! - queries with an empty gold set are never scored (the caller counts them as skipped);
+//! - duplicate ids in a ranking count once (the first occurrence);
+//! - a group's figures are plain means over its queries, and the `overall` group holds
+//!   every scored query exactly once, so figures do not depend on query order.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+/// Name of the group that holds every scored query.
+pub const OVERALL: &str = "overall";
+
+/// Per-query figures at each cut-off, in the order of the cut-offs given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryScore {
+    /// recall@k per cut-off.
+    pub recall: Vec<f64>,
+    /// recall_all@k per cut-off (0 or 1).
+    pub all: Vec<f64>,
+    /// hit@k per cut-off (0 or 1).
+    pub hit: Vec<f64>,
+}
+
+/// Scores one ranking against a non-empty gold set at each cut-off in `ks`.
+///
+/// Returns `None` when `gold` is empty (such a query cannot be scored).
+pub fn score_query(gold: &HashSet<String>, ranked: &[String], ks: &[usize]) -> Option<QueryScore> {
+    if gold.is_empty() {
+        return None;
+    }
+    // Rank (1-based) at which each gold id first appears.
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut gold_ranks: Vec<usize> = Vec::new();
+    for (i, id) in ranked.iter().enumerate() {
+        if seen.insert(id.as_str()) && gold.contains(id) {
+            gold_ranks.push(i + 1);
+        }
+    }
+    let n = gold.len() as f64;
+    let mut out = QueryScore {
+        recall: Vec::with_capacity(ks.len()),
+        all: Vec::with_capacity(ks.len()),
+        hit: Vec::with_capacity(ks.len()),
+    };
+    for &k in ks {
+        let found = gold_ranks.iter().filter(|&&r| r <= k).count();
+        out.recall.push(found as f64 / n);
+        out.all.push(if found == gold.len() { 1.0 } else { 0.0 });
+        out.hit.push(if found > 0 { 1.0 } else { 0.0 });
+    }
+    Some(out)
+}
+
+/// Mean figures of one group of queries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReport {
+    /// Number of scored queries.
+    pub queries: usize,
+    /// Mean recall@k, keyed by k.
+    pub recall: BTreeMap<usize, f64>,
+    /// Mean recall_all@k, keyed by k.
+    pub recall_all: BTreeMap<usize, f64>,
+    /// Mean hit@k, keyed by k.
+    pub hit: BTreeMap<usize, f64>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Sums {
+    queries: usize,
+    recall: Vec<f64>,
+    all: Vec<f64>,
+    hit: Vec<f64>,
+}
+
+impl Sums {
+    fn add(&mut self, s: &QueryScore) {
+        if self.recall.is_empty() {
+            self.recall = vec![0.0; s.recall.len()];
+            self.all = vec![0.0; s.all.len()];
+            self.hit = vec![0.0; s.hit.len()];
+        }
+        self.queries += 1;
+        for (acc, v) in self.recall.iter_mut().zip(&s.recall) {
+            *acc += v;
+        }
+        for (acc, v) in self.all.iter_mut().zip(&s.all) {
+            *acc += v;
+        }
+        for (acc, v) in self.hit.iter_mut().zip(&s.hit) {
+            *acc += v;
+        }
+    }
+}
+
+/// Accumulates query scores per group (plus [`OVERALL`]).
+#[derive(Debug, Clone)]
+pub struct Accumulator {
+    ks: Vec<usize>,
+    groups: BTreeMap<String, Sums>,
+}
+
+impl Accumulator {
+    /// An empty accumulator for the cut-offs `ks`.
+    pub fn new(ks: &[usize]) -> Self {
+        Accumulator {
+            ks: ks.to_vec(),
+            groups: BTreeMap::new(),
+        }
+    }
+
+    /// The cut-offs.
+    pub fn ks(&self) -> &[usize] {
+        &self.ks
+    }
+
+    /// Scores `ranked` against `gold` and adds it to `group` (when given) and to
+    /// [`OVERALL`]. Returns whether the query was scored (non-empty gold).
+    pub fn add(&mut self, group: Option<&str>, gold: &HashSet<String>, ranked: &[String]) -> bool {
+        let Some(score) = score_query(gold, ranked, &self.ks) else {
+            return false;
+        };
+        self.groups
+            .entry(OVERALL.to_string())
+            .or_default()
+            .add(&score);
+        if let Some(g) = group {
+            self.groups.entry(g.to_string()).or_default().add(&score);
+        }
+        true
+    }
+
+    /// Means per group, keyed by group name.
+    pub fn report(&self) -> BTreeMap<String, GroupReport> {
+        self.groups
+            .iter()
+            .map(|(name, s)| {
+                let mean = |v: &[f64]| -> BTreeMap<usize, f64> {
+                    self.ks
+                        .iter()
+                        .zip(v)
+                        .map(|(&k, sum)| (k, sum / s.queries.max(1) as f64))
+                        .collect()
+                };
+                let report = GroupReport {
+                    queries: s.queries,
+                    recall: mean(&s.recall),
+                    recall_all: mean(&s.all),
+                    hit: mean(&s.hit),
+                };
+                (name.clone(), report)
+            })
+            .collect()
+    }
+}
+
+/// Reciprocal rank fusion: each list contributes `1 / (c + rank)` (rank 1-based) to the
+/// ids it holds; ties break by the id, so the result is deterministic. Returns the fused
+/// ids, best first, at most `k`.
+pub fn reciprocal_rank_fusion(lists: &[&[String]], c: f64, k: usize) -> Vec<String> {
+    let mut scores: BTreeMap<&str, f64> = BTreeMap::new();
+    for list in lists {
+        let mut seen: HashSet<&str> = HashSet::new();
+        for (i, id) in list.iter().enumerate() {
+            if seen.insert(id.as_str()) {
+                *scores.entry(id.as_str()).or_insert(0.0) += 1.0 / (c + (i + 1) as f64);
+            }
+        }
+    }
+    let mut fused: Vec<(&str, f64)> = scores.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    fused
+        .into_iter()
+        .take(k)
+        .map(|(id, _)| id.to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[&str]) -> HashSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn list(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn recall_all_and_hit_at_cutoffs() {
+        let gold = set(&["a", "c"]);
+        let ranked = list(&["a", "b", "a", "c"]);
+        let s = score_query(&gold, &ranked, &[1, 2, 4]).unwrap();
+        assert_eq!(s.recall, vec![0.5, 0.5, 1.0]);
+        assert_eq!(s.all, vec![0.0, 0.0, 1.0]);
+        assert_eq!(s.hit, vec![1.0, 1.0, 1.0]);
+        assert!(score_query(&set(&[]), &ranked, &[1]).is_none());
+    }
+
+    #[test]
+    fn accumulator_means_per_group_and_overall() {
+        let mut acc = Accumulator::new(&[1]);
+        assert!(acc.add(Some("x"), &set(&["a"]), &list(&["a"])));
+        assert!(acc.add(Some("y"), &set(&["a"]), &list(&["b"])));
+        assert!(!acc.add(Some("y"), &set(&[]), &list(&["b"])));
+        let r = acc.report();
+        assert_eq!(r[OVERALL].queries, 2);
+        assert_eq!(r[OVERALL].recall[&1], 0.5);
+        assert_eq!(r["x"].recall[&1], 1.0);
+        assert_eq!(r["y"].recall[&1], 0.0);
+    }
+
+    #[test]
+    fn rrf_rewards_agreement_and_breaks_ties_by_id() {
+        let a = list(&["x", "y", "z"]);
+        let b = list(&["y", "w"]);
+        let fused = reciprocal_rank_fusion(&[&a, &b], 60.0, 10);
+        assert_eq!(fused[0], "y");
+        let tie = reciprocal_rank_fusion(&[&list(&["q"]), &list(&["p"])], 60.0, 10);
+        assert_eq!(tie, list(&["p", "q"]));
+    }
+}
