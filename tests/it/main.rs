@@ -1,6 +1,7 @@
 //! HTTP-level integration tests with the real embedding model.
 
 mod common;
+mod corruption;
 mod crash;
 mod http_auth;
 mod http_lifecycle;
