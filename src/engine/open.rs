@@ -21,7 +21,7 @@ use super::{
 use crate::audit::AuditEntry;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
-use crate::index::scope::ScopeIndex;
+use crate::index::scope::{ScopeIndex, ScopeIndexError};
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::store::log::{Log, LogRecord};
 use crate::store::record::{decode, Record};
@@ -96,7 +96,15 @@ fn open_audit(paths: &Paths) -> anyhow::Result<(Log, Vec<AuditEntry>)> {
 
 /// Opens the scope index, discarding it when unreadable or ahead of the log.
 fn open_scope(paths: &Paths, last_seq: Option<u64>) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
-    match ScopeIndex::open(&paths.scope) {
+    // A damaged index must never stop start-up: a panic inside tantivy while opening it
+    // is treated like any other unreadable index.
+    let opened = std::panic::catch_unwind(|| ScopeIndex::open(&paths.scope)).unwrap_or_else(|_| {
+        Err(ScopeIndexError::Index {
+            path: paths.scope.display().to_string(),
+            message: "panicked while opening".to_string(),
+        })
+    });
+    match opened {
         Ok((index, seq)) if seq <= last_seq || seq.is_none() => return Ok((index, seq)),
         Ok((_, seq)) => tracing::warn!(
             ?seq,

@@ -192,6 +192,19 @@ impl ScopeIndex {
         let directory = MmapDirectory::open(dir).map_err(|e| err(&e))?;
         let (schema, fields) = build_schema();
         let index = Index::open_or_create(directory, schema).map_err(|e| err(&e))?;
+        // Segment files are read without checksum checks (and tantivy can panic on damaged
+        // ones), so verify every footer checksum before any reader touches them.
+        let mut damaged: Vec<String> = index
+            .validate_checksum()
+            .map_err(|e| err(&e))?
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        if !damaged.is_empty() {
+            damaged.sort();
+            let msg = format!("checksum mismatch in {}", damaged.join(", "));
+            return Err(err(&msg));
+        }
         let last_seq = read_payload(&index, &path)?;
         let reader = index
             .reader_builder()

@@ -396,6 +396,14 @@ impl<R: Read> Scanner<R> {
         let (len, crc, seq) = parse_frame_header(&hdr);
         let end = o.saturating_add(FRAME_HEADER_LEN).saturating_add(len);
         if end > self.file_len {
+            // A torn append leaves no intact frame after it; a damaged length field in the
+            // middle of the log does. Never cut off acknowledged records behind it.
+            if self.intact_frame_follows(o + FRAME_HEADER_LEN)? {
+                let reason = format!(
+                    "declared payload length {len} runs past end of file, but intact records follow"
+                );
+                return Err(self.corrupt(o, reason));
+            }
             return Ok(Step::Torn(o));
         }
         if len > MAX_PAYLOAD as u64 {
@@ -413,6 +421,36 @@ impl<R: Read> Scanner<R> {
         self.check_seq(o, seq)?;
         self.offset = end;
         Ok(Step::Record(LogRecord { seq, payload }))
+    }
+
+    /// Whether an intact frame (checksum valid, seq above the previous one) starts at any
+    /// offset from `from` (where the reader stands) on. Looks at most one maximal frame
+    /// beyond the longest possible true payload, so allocation stays bounded.
+    fn intact_frame_follows(&mut self, from: u64) -> Result<bool, LogError> {
+        let window = (2 * (MAX_PAYLOAD as u64 + FRAME_HEADER_LEN)).min(self.file_len - from);
+        let mut buf = vec![0u8; window as usize];
+        self.read(&mut buf)?;
+        let hdr_len = FRAME_HEADER_LEN as usize;
+        for p in 0..buf.len().saturating_sub(hdr_len - 1) {
+            let Some(hdr) = buf
+                .get(p..p + hdr_len)
+                .and_then(|h| <&[u8; 16]>::try_from(h).ok())
+            else {
+                break;
+            };
+            let (len, crc, seq) = parse_frame_header(hdr);
+            let start = p + hdr_len;
+            let Some(payload) = usize::try_from(len)
+                .ok()
+                .and_then(|l| buf.get(start..start.checked_add(l)?))
+            else {
+                continue;
+            };
+            if self.prev_seq.is_none_or(|prev| seq > prev) && frame_crc(seq, payload) == crc {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn check_seq(&mut self, o: u64, seq: u64) -> Result<(), LogError> {
@@ -813,6 +851,32 @@ mod tests {
         assert!(msg.contains(&path.display().to_string()) && msg.contains(&offs[2].to_string()));
         // Refusing to open must not modify the file.
         assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn overlong_length_in_middle_record_is_corrupt_not_torn() {
+        let (_d, path) = setup();
+        let data = payloads(6);
+        let lens: Vec<usize> = data.iter().map(Vec::len).collect();
+        let offs = frame_offsets(&lens);
+        let (mut log, _) = Log::open(&path).unwrap();
+        log.append_batch(&refs(&data)).unwrap();
+        drop(log);
+        // Raise the declared length of frame 2 so that it runs past the end of the file.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = offs[2] as usize + 3;
+        bytes[at] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Log::open(&path).unwrap_err();
+        assert!(
+            matches!(err, LogError::Corrupt { offset, .. } if offset == offs[2]),
+            "{err:?}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "acknowledged records kept"
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! HTTP-level integration tests with the real embedding model.
 
 mod common;
+mod corruption;
+mod crash;
 mod eval_locomo;
 mod http_auth;
 mod http_governance;
