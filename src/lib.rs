@@ -22,6 +22,7 @@ pub mod error;
 pub mod fsutil;
 pub mod index;
 pub mod model;
+pub mod observe;
 pub mod policy;
 pub mod rank;
 pub mod retrieve;

@@ -29,6 +29,50 @@ enum Command {
         #[arg(long, env = "EPISODIC_DATA_DIR", default_value = "./data/var")]
         data_dir: std::path::PathBuf,
     },
+    /// Offline evaluations with the real model.
+    Eval {
+        #[command(subcommand)]
+        which: EvalCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCmd {
+    /// Write precision/recall, type and privacy accuracy of `POST /v1/observe`'s classifier.
+    Observe {
+        /// Labelled JSONL set.
+        #[arg(long, default_value = "data/observe/interactions.jsonl")]
+        path: std::path::PathBuf,
+        /// Also write the full report (with every miss) as JSON here.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Directory holding the model files.
+        #[arg(long, env = "EPISODIC_MODEL_DIR", default_value = "./models")]
+        model_dir: std::path::PathBuf,
+    },
+}
+
+fn eval_observe(
+    path: &std::path::Path,
+    out: Option<&std::path::Path>,
+    model_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    use episodic::observe::{eval, Observer};
+    let embedder = FastEmbedder::load(model_dir)?;
+    let observer = Observer::new(&embedder)?;
+    let items = eval::load(path)?;
+    let max = episodic::model::validate::Limits::default().max_summary_bytes;
+    let report = eval::evaluate(&observer, &embedder, &items, max)?;
+    if let Some(out) = out {
+        std::fs::write(out, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    let mut summary = serde_json::to_value(&report)?;
+    if let Some(obj) = summary.as_object_mut() {
+        obj.insert("misses".into(), serde_json::json!(report.misses.len()));
+    }
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
 }
 
 /// Stands in for the model in offline maintenance, which never embeds.
@@ -74,6 +118,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Compact { data_dir } => compact(data_dir),
+        Command::Eval {
+            which:
+                EvalCmd::Observe {
+                    path,
+                    out,
+                    model_dir,
+                },
+        } => eval_observe(&path, out.as_deref(), &model_dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -121,6 +173,7 @@ async fn run(
     let model_dir = args.model_dir.clone();
     let loader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let embedder = FastEmbedder::load(&model_dir)?;
+        episodic::observe::Observer::shared(&embedder)?;
         let engine = Engine::open(config, Arc::new(embedder))?;
         let _ = engine_slot.set(engine);
         tracing::info!("ready");
