@@ -85,7 +85,7 @@ impl IgnoreReason {
 }
 
 /// Prototype sentences for chatter (never stored).
-const CHATTER_PROTOTYPES: [&str; 30] = [
+const CHATTER_PROTOTYPES: [&str; 36] = [
     "hello there, hope you are well",
     "good morning everyone",
     "hey, how's it going?",
@@ -116,6 +116,12 @@ const CHATTER_PROTOTYPES: [&str; 30] = [
     "no worries at all",
     "I'm doing fine, and you?",
     "great to hear from you",
+    "I need to run this past my boss first, I'll come back to you",
+    "busy day today, phew",
+    "such a long week, can't wait for the weekend",
+    "pulling up your details now",
+    "feel free to ask if anything else comes up",
+    "I'll think it over and let you know",
 ];
 
 /// Prototype sentences per event type, in [`EVENT_TYPES`] order.
@@ -394,7 +400,7 @@ const CHATTER_WORDS: &[&str] = &[
 /// Interjections that carry nothing at all.
 const FILLER_WORDS: &[&str] = &[
     "hmm", "hm", "hmmm", "uh", "um", "umm", "erm", "er", "ah", "eh", "mm", "mhm", "uhh", "huh",
-    "oh", "ooh", "meh", "lol", "ha", "haha", "k",
+    "oh", "ooh", "meh", "lol", "ha", "haha", "k", "ugh", "argh", "yay", "woohoo", "phew",
 ];
 
 /// Multi-word pleasantries removed before cue matching.
@@ -410,83 +416,143 @@ fn re(pattern: &str) -> Regex {
     Regex::new(pattern).expect("valid built-in pattern")
 }
 
-/// One rule: a pattern that, when it matches, votes for an event type.
+/// One rule: a pattern that, when it matches, adds its weight to an event type's score.
 struct Cue {
     name: &'static str,
     event_type: usize,
+    weight: f32,
     pattern: Regex,
 }
 
+/// Rule cues: (name, event type, weight, pattern). Specific cues weigh more than broad ones.
+const CUE_SPEC: [(&str, usize, f32, &str); 18] = [
+    (
+        "preference_going_forward",
+        PREFERENCE,
+        0.25,
+        r"(?i)\b(?:from now on|going forward|in (?:the )?future|moving forward|from here on|for future|next time|by default|anymore|any more)\b",
+    ),
+    (
+        "preference_request",
+        PREFERENCE,
+        0.2,
+        r"(?i)\b(?:please (?:switch|change|send|use|stop|start|always|never|don't|do not|only|keep|move|update my|set|make|remove|add|unsubscribe|email|text|call|book|contact|mail|reimburse|no|avoid|schedule)|switch (?:me|my|us|our|it|to|all)|i(?:'d| would)? (?:prefer|rather|like to|like my|like the|like it|want (?:my|to|all|the|it|them|emails|invoices|notifications|any|no|only))|i'd like (?:my|to|all|the|it|them)|i (?:don't|do not) want|my preferred|(?:don't|do not|never) (?:call|email|text|send|contact|book|schedule|share|use|put)|always (?:send|call|email|book|use|cc|copy|include|schedule|ship|put|deliver|order)|opt (?:me )?(?:out|in)|unsubscribe|prefers?\b|rather than|no more (?:emails|calls|texts|newsletters|paper)|(?:make|set)\b[^.?!]{0,40}\bdefault)",
+    ),
+    (
+        "preference_like",
+        PREFERENCE,
+        0.15,
+        r"(?i)\b(?:i (?:really )?(?:like|hate|dislike|can't stand) (?:it when|when|getting|receiving|my|the|to|having)|works (?:best|better) for me|suits me|is better for me|i(?:'m| am) (?:vegetarian|vegan|allergic|left-handed|a night owl|an early riser))\b",
+    ),
+    (
+        "correction_marker",
+        CORRECTION,
+        0.3,
+        r"(?i)(?:\bcorrection\b|(?:^|[.,;!]\s*)(?:actually|to clarify|wait|oops|scratch that|my mistake|my bad|hmm no|no wait)\b[,:]?\s+(?:i|it|the|that|we|my|our|its|it's|not|you|he|she|they|there|this|[a-z]+ (?:is|was|are|were|should)))",
+    ),
+    (
+        "correction_phrase",
+        CORRECTION,
+        0.3,
+        r"(?i)\b(?:i meant|i mean\b|meant to (?:say|write|type)|i said\b|that(?:'s| is| was) (?:wrong|incorrect|not (?:right|correct|what i)|a mistake|a typo)|is (?:wrong|incorrect)|was (?:wrong|incorrect)|you (?:got|have|recorded|wrote|put|misspelled|mixed)\b[^.?!]{0,30}\b(?:wrong|as|up)\b|should (?:be|have been|read|say)|correct (?:one|amount|date|address|spelling|number|name|version) is|let me correct|i made a (?:mistake|typo|error)|typo|misspell(?:ed|t)?|wrong (?:date|address|name|amount|number|email|time|account|size|version|region|person|one)|i gave you the wrong|(?:it|this|that)'s (?:actually|really) )",
+    ),
+    (
+        "correction_contrast",
+        CORRECTION,
+        0.25,
+        r"(?i)(?:,\s*not\s+(?:the\s+|a\s+|an\s+|in\s+|to\s+|on\s+)?[\w-]+|\b(?:it's|it is|that's|this is) not\b[^.?!]{1,40}\b(?:it's|it is|but)\b)",
+    ),
+    (
+        "milestone_done",
+        MILESTONE,
+        0.15,
+        r"(?i)\b(?:is|are|has been|have been|was|were|got|just|finally|successfully|now|been|all)\s+(?:\w+\s+)?(?:completed?|finished|done|deployed|released|shipped|launched|merged|closed|resolved|migrated|published|delivered|submitted|signed|onboarded|rolled out|live|booked|confirmed|scheduled|processed|paid|sent|filed|reconciled|renewed|upgraded|installed|configured|enrolled|hired|issued|refunded|activated|placed|verified|opened|run)\b",
+    ),
+    (
+        "milestone_verb",
+        MILESTONE,
+        0.2,
+        r"(?i)\b(?:i|we|i've|we've|they|she|he|team|you)\s+(?:just |have |has |finally |successfully )?(?:completed|finished|deployed|released|shipped|launched|merged|closed|resolved|migrated|published|delivered|submitted|signed|onboarded|rolled out|booked|filed|reconciled|renewed|upgraded|installed|configured|enrolled|hired|issued|passed|hit|reached|wrapped up|went live|cut over|sent out|paid|placed|moved|cancell?ed|rescheduled|transferred|exported|imported|opened)\b|\b(?:milestone|went live|go-live|goes live|is live|ga release|sprint \d+ (?:closed|done|complete)|phase \w+ (?:complete|done|finished))\b",
+    ),
+    (
+        "milestone_when",
+        MILESTONE,
+        0.15,
+        r"(?i)\b(?:opened|launched|went live|kicked off|completed|finished|shipped|signed|closed|started|delivered)\s+(?:today|yesterday|this (?:morning|week|afternoon)|last (?:night|week)|on time)\b",
+    ),
+    (
+        "approval",
+        APPROVAL,
+        0.3,
+        r"(?i)\b(?:approved?|approval|signs? off|signed off|sign-off|green ?light|greenlit|lgtm|authori[sz]ed?|authori[sz]ation|go ahead|go-ahead|ok(?:ay)? to (?:proceed|merge|deploy|ship|release|pay|send|book|publish|launch)|permission (?:granted|to)|you (?:may|can) (?:proceed|go ahead)|cleared (?:it|the|for)|ship it|(?:i'm|i am) (?:happy|fine|ok|okay) (?:for you to|with (?:you|that|it|the|this)))\b",
+    ),
+    (
+        "incident_words",
+        INCIDENT,
+        0.25,
+        r"(?i)\b(?:errors?|fail(?:ed|ure|ures|ing|s)?|outage|crash(?:ed|es|ing)?|time[sd]? ?out|timing out|exception|broken|not working|doesn't work|does not work|stopped working|won't (?:load|open|start|work)|can't (?:log ?in|access|connect|sign in|open|load)|cannot (?:log ?in|access|connect|sign in|open|load)|bug|incident|degraded|latency (?:spike|above|over)|rolled back|rollback|declined|bounced|damaged|double[- ]charged|charged twice|overcharged|never (?:arrived|got|received|came)|did not (?:arrive|get|receive)|didn't (?:arrive|get|receive|run)|haven't received|missing|leak(?:ed)?|breach|disk full|out of memory|oom|sev ?\d|5\d\d (?:error|response)|stuck|corrupt(?:ed)?|lost|unavailable|refused|rejected|panic(?:ked)?|segfault|deadlock|broke|wrong item|delayed|late delivery|overdue|unreachable|alert fired|paged|dropping|no record of|without (?:my|our) (?:consent|permission|knowledge)|unauthori[sz]ed|hacked|compromised|fraud(?:ulent)?|missed (?:my|the|our|a))\b",
+    ),
+    (
+        "incident_cancelled",
+        INCIDENT,
+        0.2,
+        r"(?i)\b(?:flight|train|bus|order|appointment|booking|reservation|meeting|shipment|class|delivery) (?:was|got|has been|is) (?:cancell?ed|delayed|lost)\b",
+    ),
+    (
+        "incident_wrong",
+        INCIDENT,
+        0.25,
+        r"(?i)\b(?:ran|went out|was sent|were sent|was shipped|was charged|got charged|was processed|were processed|was delivered|got delivered|was applied|were paid|was paid) with (?:the |a )?wrong\b|\bwrong item was\b",
+    ),
+    (
+        "tool_output",
+        TOOL,
+        0.2,
+        r"(?i)(?:^\s*[\[{]|\b(?:according to (?:the )?[\w ]{2,20}|(?:dashboard|crm|system|portal|tracker|tracking|monitoring|logs?|api|report|calendar|erp|database|query|inventory|sensor) (?:shows|showed|says|reports|reported|returned|lists|indicates))\b)",
+    ),
+    (
+        "milestone_passive",
+        MILESTONE,
+        0.15,
+        r"(?i)\b(?:has|have) (?:now )?(?:been )?(?:completed|finished|deployed|shipped|launched|merged|closed|resolved|migrated|delivered|submitted|signed|filed|paid|processed|renewed|hired|onboarded|placed|run)\b",
+    ),
+    (
+        "approval_decision",
+        APPROVAL,
+        0.2,
+        r"(?i)\b(?:yes,? (?:you can|please) (?:go ahead|proceed|book|send|publish|cancel|merge|deploy)|(?:finance|legal|security|the board|the cab|manager|the dean|hr|compliance)\b[^.?!]{0,20}\b(?:approved|signed off|cleared|agreed))\b",
+    ),
+    (
+        "correction_update",
+        CORRECTION,
+        0.2,
+        r"(?i)\b(?:update|fix) (?:to|on) (?:my|the) (?:earlier|previous|last) (?:message|answer|note)\b",
+    ),
+    (
+        "preference_identity",
+        PREFERENCE,
+        0.2,
+        r"(?i)\b(?:call me|address me as|my pronouns are|my name is pronounced)\b",
+    ),
+];
+
 static CUES: LazyLock<Vec<Cue>> = LazyLock::new(|| {
-    let spec: [(&str, usize, &str); 12] = [
-        (
-            "preference_going_forward",
-            PREFERENCE,
-            r"(?i)\b(?:from now on|going forward|in (?:the )?future|moving forward|from here on|for future|next time|by default)\b",
-        ),
-        (
-            "preference_request",
-            PREFERENCE,
-            r"(?i)\b(?:please (?:switch|change|send|use|stop|start|always|never|don't|do not|only|keep|move|update my|set|make|remove|add|cancel|unsubscribe|email|text|call|book|contact|call me)|switch (?:me|my|us|our|it|to|all)|i(?:'d| would)? (?:prefer|rather|like to|like my|like the|like it|want (?:my|to|all|the|it|them|emails|invoices|notifications))|i'd like (?:my|to|all|the|it|them)|my preferred|(?:don't|do not|never) (?:call|email|text|send|contact|book|schedule|share|use|put)|always (?:send|call|email|book|use|cc|copy|include|schedule|ship|put)|opt (?:me )?(?:out|in)|unsubscribe|prefer(?:red|s)?\b|rather than|instead of the|no more (?:emails|calls|texts|newsletters|paper))",
-        ),
-        (
-            "correction_marker",
-            CORRECTION,
-            r"(?i)(?:^|[.,;!]\s*)(?:actually|correction|to clarify|wait|oops|scratch that|my mistake|my bad|sorry)\b[,:]?\s+(?:i|it|the|that|we|my|our|its|it's|not|you|he|she|they|there|this|[a-z]+ (?:is|was|are|were|should))",
-        ),
-        (
-            "correction_phrase",
-            CORRECTION,
-            r"(?i)\b(?:i meant|i mean\b|meant to (?:say|write|type)|that(?:'s| is| was) (?:wrong|incorrect|not (?:right|correct|what i)|a mistake|a typo)|is (?:wrong|incorrect)|was (?:wrong|incorrect)|you (?:got|have|recorded|wrote|put|misspelled|mixed)|not \w+(?: \w+)?,? (?:but|it's|it is)|should (?:be|have been|read|say)|correct (?:one|amount|date|address|spelling|number|name|version) is|let me correct|i made a (?:mistake|typo|error)|typo|misspell(?:ed|t)?|wrong (?:date|address|name|amount|number|email|time|account|size|item|version|region|person|one)|(?:it|this|that)'s (?:actually|really) )",
-        ),
-        (
-            "milestone_done",
-            MILESTONE,
-            r"(?i)\b(?:is|are|has been|have been|was|were|got|just|finally|successfully|now|been|all)\s+(?:\w+\s+)?(?:completed?|finished|done|deployed|released|shipped|launched|merged|closed|resolved|migrated|published|delivered|submitted|signed|onboarded|rolled out|live|booked|confirmed|scheduled|processed|paid|sent|filed|reconciled|renewed|upgraded|installed|configured|enrolled|hired|issued|refunded|received|cancell?ed|activated|approved)\b",
-        ),
-        (
-            "milestone_verb",
-            MILESTONE,
-            r"(?i)\b(?:i|we|i've|we've|they|she|he|team|you)\s+(?:just |have |has |finally |successfully )?(?:completed|finished|deployed|released|shipped|launched|merged|closed|resolved|migrated|published|delivered|submitted|signed|onboarded|rolled out|booked|filed|reconciled|renewed|upgraded|installed|configured|enrolled|hired|issued|passed|hit|reached|wrapped up|went live|cut over|sent out|paid|placed|moved|cancell?ed|rescheduled|transferred|exported|imported)\b|\b(?:milestone|went live|go-live|goes live|is live|ga release|sprint \d+ (?:closed|done|complete)|phase \w+ (?:complete|done|finished))\b",
-        ),
-        (
-            "approval",
-            APPROVAL,
-            r"(?i)\b(?:approved?|approval|signs? off|signed off|sign-off|green ?light|greenlit|lgtm|authori[sz]ed?|authori[sz]ation|go ahead|go-ahead|ok(?:ay)? to (?:proceed|merge|deploy|ship|release|pay|send|book|publish|launch)|permission (?:granted|to)|you may proceed|cleared (?:it|the|for)|ship it)\b",
-        ),
-        (
-            "incident_words",
-            INCIDENT,
-            r"(?i)\b(?:errors?|fail(?:ed|ure|ures|ing|s)?|outage|crash(?:ed|es|ing)?|time[sd]? ?out|timing out|exception|broken|not working|doesn't work|does not work|stopped working|won't (?:load|open|start|work)|can't (?:log ?in|access|connect|sign in|open|load)|cannot (?:log ?in|access|connect|sign in|open|load)|bug|incident|degraded|latency spike|rolled back|rollback|declined|bounced|damaged|double[- ]charged|charged twice|overcharged|never arrived|did not arrive|didn't arrive|missing|leak(?:ed)?|breach|disk full|out of memory|oom|sev ?\d|p[01] |5\d\d (?:error|response)|stuck|corrupt(?:ed)?|lost|unavailable|refused|rejected|blocked|panic(?:ked)?|segfault|deadlock|broke|wrong item|delayed|late delivery|overdue|unreachable|alert fired|paged)\b",
-        ),
-        (
-            "tool_output",
-            TOOL,
-            r"(?i)(?:^\s*[\[{]|\b(?:status|result|returned|response|http \d{3}|webhook|api|query|rows?|records?|exit code|job id|tracking|carrier|sensor|monitor(?:ing)?|crm|erp|calendar|scan|lookup|fetched|retrieved|synced|sync)\b\s*[:=]?)",
-        ),
-        (
-            "preference_like",
-            PREFERENCE,
-            r"(?i)\b(?:i (?:really )?(?:like|love|hate|dislike|can't stand|enjoy)|works (?:best|better) for me|suits me|is better for me|i(?:'m| am) (?:vegetarian|vegan|allergic|left-handed|a night owl|an early riser))\b",
-        ),
-        (
-            "correction_not_but",
-            CORRECTION,
-            r"(?i)\b(?:not|isn't|wasn't|aren't)\b[^.?!]{1,40}\b(?:but|it's|it is|rather)\b",
-        ),
-        (
-            "milestone_passive",
-            MILESTONE,
-            r"(?i)\b(?:has|have) (?:now )?(?:been )?(?:completed|finished|deployed|shipped|launched|merged|closed|resolved|migrated|delivered|submitted|signed|approved|filed|paid|processed|renewed|hired|onboarded)\b",
-        ),
-    ];
-    spec.into_iter()
-        .map(|(name, event_type, p)| Cue {
+    CUE_SPEC
+        .iter()
+        .map(|&(name, event_type, weight, p)| Cue {
             name,
             event_type,
+            weight,
             pattern: re(p),
         })
         .collect()
+});
+
+/// Phrases that mention approval without granting it ("for your approval").
+static NOT_APPROVAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:for|awaiting|pending|needs?|need|requires?|request(?:ing|ed)?|waiting for|submit(?:ted)? for)(?: your| my| their| manager| the)? approvals?(?: queue)?\b",
+    )
 });
 
 /// What the rule layer saw in a text.
@@ -499,9 +565,9 @@ pub struct Lexical {
     pub content_words: usize,
     /// Names of the rule cues that matched (after removing chatter phrases).
     pub cues: Vec<&'static str>,
-    /// Cue votes per event type, in [`EVENT_TYPES`] order.
+    /// Summed cue weights per event type, in [`EVENT_TYPES`] order.
     #[serde(skip)]
-    pub votes: [u8; 6],
+    pub votes: [f32; 6],
     /// Whether the text is a question only.
     pub question: bool,
 }
@@ -534,14 +600,15 @@ pub fn lexical(text: &str) -> Lexical {
 }
 
 /// Names and per-type votes of the rule cues matching `text` once chatter phrases are removed.
-pub fn cues(text: &str) -> (Vec<&'static str>, [u8; 6]) {
+pub fn cues(text: &str) -> (Vec<&'static str>, [f32; 6]) {
     let cleaned = CHATTER_PHRASES.replace_all(text, " ");
+    let cleaned = NOT_APPROVAL.replace_all(&cleaned, " ");
     let mut names = Vec::new();
-    let mut votes = [0u8; 6];
+    let mut votes = [0f32; 6];
     for cue in CUES.iter() {
         if cue.pattern.is_match(&cleaned) {
             names.push(cue.name);
-            votes[cue.event_type] = votes[cue.event_type].saturating_add(1);
+            votes[cue.event_type] += cue.weight;
         }
     }
     (names, votes)
@@ -615,7 +682,7 @@ fn best(v: &[f32], group: &[Vec<f32>]) -> f32 {
 pub struct Thresholds {
     /// Without a cue, store only when the best event similarity beats chatter by this much.
     pub margin: f32,
-    /// Weight of one rule vote in the type score.
+    /// Multiplier of the summed cue weights in the type score.
     pub cue_weight: f32,
     /// Bonus for `tool_observed_event` when the role is `tool`.
     pub tool_role_bonus: f32,
@@ -625,7 +692,7 @@ impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
             margin: 0.0,
-            cue_weight: 0.2,
+            cue_weight: 1.0,
             tool_role_bonus: 0.25,
         }
     }
@@ -649,11 +716,11 @@ pub struct Verdict {
 pub fn decide(lex: &Lexical, sims: &Similarities, role: Role, t: &Thresholds) -> Verdict {
     let mut combined = sims.types;
     for (i, slot) in combined.iter_mut().enumerate() {
-        *slot += t.cue_weight * f32::from(lex.votes[i]);
+        *slot += t.cue_weight * lex.votes[i];
     }
     if role == Role::Tool {
         combined[TOOL] += t.tool_role_bonus;
-        if lex.votes[INCIDENT] > 0 {
+        if lex.votes[INCIDENT] > 0.0 {
             combined[INCIDENT] += t.tool_role_bonus;
         }
     }
@@ -689,6 +756,9 @@ fn ignore_reason(
     if !lex.cues.is_empty() || role == Role::Tool {
         return None;
     }
+    if role == Role::System || lex.content_words < 2 {
+        return Some(IgnoreReason::RoutineChatter);
+    }
     if lex.question || sims.chatter >= sims.best_event() + t.margin {
         return Some(IgnoreReason::RoutineChatter);
     }
@@ -705,14 +775,15 @@ mod tests {
         EVENT_TYPES
             .iter()
             .zip(votes)
-            .filter(|(_, v)| *v > 0)
+            .filter(|(_, v)| *v > 0.0)
             .map(|(t, _)| *t)
             .collect()
     }
 
     #[test]
     fn all_patterns_compile() {
-        assert_eq!(CUES.len(), 12);
+        assert_eq!(CUES.len(), CUE_SPEC.len());
+        assert!(NOT_APPROVAL.is_match("submitted for your approval"));
         assert!(CHATTER_PHRASES.is_match("thank you so much"));
     }
 

@@ -163,7 +163,7 @@ pub fn evaluate(
         if stored != labelled {
             let said = match got.verdict.ignore {
                 Some(r) => format!("ignore ({})", r.as_str()),
-                None => format!("store ({})", got.verdict.event_type),
+                None => format!("store ({}) {:?}", got.verdict.event_type, got.cues),
             };
             misses.push(miss("decision", format!("{:?}", item.expect), said));
             continue;
@@ -177,7 +177,8 @@ pub fn evaluate(
             if t == got.verdict.event_type {
                 c.type_ok += 1;
             } else {
-                misses.push(miss("eventType", t.clone(), got.verdict.event_type.into()));
+                let said = format!("{} {:?}", got.verdict.event_type, got.cues);
+                misses.push(miss("eventType", t.clone(), said));
             }
         }
         let want = item.privacy_class.unwrap_or(PrivacyClass::Internal);
