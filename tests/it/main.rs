@@ -3,6 +3,7 @@
 mod common;
 mod http_auth;
 mod http_lifecycle;
+mod http_observe;
 mod http_recall;
 mod http_storage;
 mod http_write;
