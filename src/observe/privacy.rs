@@ -204,7 +204,7 @@ pub fn luhn_valid(d: &[u32]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// A card number: 13-19 digits, a known issuer prefix, and a valid Luhn check.
