@@ -6,10 +6,11 @@
 //! derived indexes (`index::scope` in tantivy, `index::vector` with exact scoring and HNSW).
 //! Recall (`retrieve`) narrows by scope first, then scores only in-scope candidates, ranks
 //! them (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
-//! is the only module that speaks HTTP.
+//! is the only module that speaks HTTP. `observe` turns a raw interaction into a
+//! candidate event (or ignores it) and hands it to the engine's ordinary write path.
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
-//! `retrieve` ← `engine` ← `api`.
+//! `retrieve` ← `engine` ← `api`; `model`, `embed` ← `observe` ← `api`.
 
 pub mod api;
 pub mod audit;

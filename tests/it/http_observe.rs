@@ -147,17 +147,36 @@ async fn validation_errors_are_reported_at_once_and_roles_enforced() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
 }
 
-#[test]
-fn the_labelled_set_keeps_its_floors() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/observe/interactions.jsonl");
+fn run_set(name: &str) -> eval::Report {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/observe")
+        .join(name);
     let items = eval::load(&path).expect("labelled set");
-    assert!(items.len() >= 300);
     let model = real_model();
     let observer = Observer::new(model.as_ref()).expect("observer");
     let report = eval::evaluate(&observer, model.as_ref(), &items, 4096).expect("eval");
+    assert_eq!(report.items, items.len());
+    report
+}
+
+#[test]
+fn the_labelled_set_keeps_its_floors() {
+    // Measured: precision 1.000, recall 1.000, type 0.978, privacy 1.000 (310 items).
+    let report = run_set("interactions.jsonl");
+    assert!(report.items >= 300);
+    assert!(report.precision >= 0.97, "{report:?}");
+    assert!(report.recall >= 0.97, "{report:?}");
+    assert!(report.type_accuracy >= 0.95, "{report:?}");
+    assert!(report.privacy_accuracy >= 0.97, "{report:?}");
+}
+
+#[test]
+fn the_held_out_set_keeps_its_floors() {
+    // Written after the rules were tuned and never tuned on. Measured: precision 0.980,
+    // recall 1.000, type 0.920, privacy 0.980 (85 items).
+    let report = run_set("heldout.jsonl");
     assert!(report.precision >= 0.95, "{report:?}");
     assert!(report.recall >= 0.95, "{report:?}");
-    assert!(report.type_accuracy >= 0.93, "{report:?}");
+    assert!(report.type_accuracy >= 0.88, "{report:?}");
     assert!(report.privacy_accuracy >= 0.95, "{report:?}");
 }
