@@ -6,11 +6,12 @@
 //! derived indexes (`index::scope` in tantivy, `index::vector` with exact scoring and HNSW).
 //! Recall (`retrieve`) narrows by scope first, then scores only in-scope candidates, ranks
 //! them (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
-//! is the only module that speaks HTTP.
+//! is the only module that speaks HTTP. `observe` turns a raw interaction into a
+//! candidate event (or ignores it) and hands it to the engine's ordinary write path.
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
-//! `retrieve` ← `engine` ← `api`, and `engine` ← `eval` (offline retrieval-quality
-//! benchmarks, run by `episodic eval`).
+//! `retrieve` ← `engine` ← `api`; `model`, `embed` ← `observe` ← `api`; and `engine` ←
+//! `eval` (offline quality benchmarks, run by `episodic eval`).
 
 pub mod api;
 pub mod audit;
@@ -24,6 +25,7 @@ pub mod eval;
 pub mod fsutil;
 pub mod index;
 pub mod model;
+pub mod observe;
 pub mod policy;
 pub mod rank;
 pub mod retrieve;

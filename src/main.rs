@@ -124,6 +124,7 @@ async fn run(
     let model_dir = args.model_dir.clone();
     let loader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let embedder = FastEmbedder::load(&model_dir)?;
+        episodic::observe::Observer::shared(&embedder)?;
         let engine = Engine::open(config, Arc::new(embedder))?;
         let _ = engine_slot.set(engine);
         tracing::info!("ready");

@@ -7,6 +7,7 @@
 
 mod extract;
 mod lifecycle;
+mod observe;
 pub mod problem;
 mod reviews;
 mod routes;
@@ -53,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/v1/events", post(routes::write_event))
+        .route("/v1/observe", post(observe::observe))
         .route("/v1/events/{event_id}", get(routes::get_event).delete(lifecycle::delete_event))
         .route("/v1/events/{event_id}/history", get(lifecycle::history))
         .route("/v1/erasure", post(lifecycle::erasure))

@@ -65,19 +65,25 @@ pub async fn write_event(
 }
 
 fn write_response(outcome: WriteOutcome) -> Response {
+    let (status, body) = write_body(outcome);
+    (status, Json(body)).into_response()
+}
+
+/// The status and body `POST /v1/events` returns for an accepted write (shared with
+/// `POST /v1/observe`, whose `result` is exactly this body).
+pub(super) fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
     let WriteOutcome {
         event, decision, ..
     } = outcome;
     match decision {
-        Decision::Review { .. } => {
-            let body =
-                json!({"eventId": event.event_id, "status": event.status, "decision": decision});
-            (StatusCode::ACCEPTED, Json(body)).into_response()
-        }
-        Decision::Allow { .. } | Decision::Deny { .. } => {
-            let body = json!({"eventId": event.event_id, "status": event.status, "decision": decision, "event": event});
-            (StatusCode::CREATED, Json(body)).into_response()
-        }
+        Decision::Review { .. } => (
+            StatusCode::ACCEPTED,
+            json!({"eventId": event.event_id, "status": event.status, "decision": decision}),
+        ),
+        Decision::Allow { .. } | Decision::Deny { .. } => (
+            StatusCode::CREATED,
+            json!({"eventId": event.event_id, "status": event.status, "decision": decision, "event": event}),
+        ),
     }
 }
 

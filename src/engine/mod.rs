@@ -310,6 +310,12 @@ impl Engine {
         &self.config
     }
 
+    /// The embedder every write and recall uses (the observer classifies with the same
+    /// model so its prototype similarities match the stored vectors' space).
+    pub fn embedder(&self) -> Arc<dyn Embedder> {
+        Arc::clone(&self.embedder)
+    }
+
     /// Current counters.
     pub fn stats(&self) -> EngineStats {
         EngineStats {

@@ -60,6 +60,42 @@ pub enum Dataset {
     Locomo(LocomoArgs),
     /// MADial-Bench (English): memory retrieval for a dialogue.
     Madial(MadialArgs),
+    /// Write precision/recall, type and privacy accuracy of `POST /v1/observe`'s classifier.
+    Observe(ObserveArgs),
+}
+
+/// `episodic eval observe` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ObserveArgs {
+    /// Labelled JSONL set.
+    #[arg(long, default_value = "data/observe/interactions.jsonl")]
+    pub path: PathBuf,
+    /// Also write the full report (with every miss) as JSON here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Directory holding the model files.
+    #[arg(long, env = "EPISODIC_MODEL_DIR", default_value = "./models")]
+    pub model_dir: PathBuf,
+}
+
+/// Runs the observe classifier over a labelled set and prints the summary.
+fn run_observe(a: &ObserveArgs) -> anyhow::Result<()> {
+    use crate::observe::{eval, Observer};
+    let embedder = crate::embed::FastEmbedder::load(&a.model_dir)?;
+    let observer = Observer::new(&embedder)?;
+    let items = eval::load(&a.path)?;
+    let max = crate::model::validate::Limits::default().max_summary_bytes;
+    let report = eval::evaluate(&observer, &embedder, &items, max)?;
+    if let Some(out) = &a.out {
+        std::fs::write(out, serde_json::to_vec_pretty(&report)?)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+    }
+    let mut summary = serde_json::to_value(&report)?;
+    if let Some(obj) = summary.as_object_mut() {
+        obj.insert("misses".into(), serde_json::json!(report.misses.len()));
+    }
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
 }
 
 /// Options shared by every benchmark.
@@ -108,6 +144,7 @@ pub struct MadialArgs {
 /// Runs `episodic eval`: evaluates, prints the table and writes the JSON report.
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let (name, common, report) = match args.dataset {
+        Dataset::Observe(a) => return run_observe(&a),
         Dataset::Locomo(a) => {
             let opts = locomo::Options {
                 path: a.path,

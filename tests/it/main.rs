@@ -7,6 +7,7 @@ mod eval_locomo;
 mod http_auth;
 mod http_governance;
 mod http_lifecycle;
+mod http_observe;
 mod http_recall;
 mod http_storage;
 mod http_write;

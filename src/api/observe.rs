@@ -1,0 +1,80 @@
+//! `POST /v1/observe`: the runtime decides whether a raw interaction is worth remembering.
+//!
+//! Invariants: the caller needs the `writer` role; a stored candidate goes through
+//! `Engine::write_embedded` (the `POST /v1/events` path: validation, policy, durability,
+//! audit) with the summary's vector, so the answer's status is the write's (201 / 202 /
+//! 422 `policy_denied`); an ignored interaction stores nothing and answers 200.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::extract::{Auth, JsonBody};
+use super::routes::write_body;
+use super::AppState;
+use crate::auth::roles;
+use crate::engine::Engine;
+use crate::error::{ErrorCode, Problem};
+use crate::model::Timestamp;
+use crate::observe::{candidate_body, parse_interaction, prepare, Observer};
+
+/// `POST /v1/observe`.
+pub async fn observe(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    JsonBody(body): JsonBody,
+) -> Result<Response, Problem> {
+    let grant = principal.grant(roles::WRITER)?;
+    let engine = state.engine()?;
+    let now = Timestamp::now();
+    let limits = &engine.config().limits;
+    let interaction = parse_interaction(&body, limits, now).map_err(Problem::validation)?;
+    let prepared = prepare(&interaction.text, limits.max_summary_bytes);
+    let observer = observer(engine).await?;
+    let vector = engine.embed_one(prepared.summary.clone()).await?;
+    let c = observer.classify(&prepared, interaction.role, &vector);
+    let classification = c.to_json();
+    if let Some(reason) = c.verdict.ignore {
+        let body = json!({"outcome": "ignored", "reason": reason.as_str(), "classification": classification});
+        return Ok((StatusCode::OK, Json(body)).into_response());
+    }
+    let candidate = candidate_body(&interaction, &prepared, &c, now);
+    match engine
+        .write_embedded(&grant, &candidate, vector, false)
+        .await
+    {
+        Ok(outcome) => {
+            let (status, result) = write_body(outcome);
+            let body = json!({
+                "outcome": "candidate",
+                "candidate": candidate,
+                "classification": classification,
+                "result": result,
+            });
+            Ok((status, Json(body)).into_response())
+        }
+        Err(p) => Err(with_context(p, candidate, classification)),
+    }
+}
+
+/// A write problem (e.g. `policy_denied`) keeps its code and gains the candidate and the
+/// classification, so the caller can see what was proposed.
+fn with_context(p: Problem, candidate: Value, classification: Value) -> Problem {
+    p.with_extra("outcome", json!("candidate"))
+        .with_extra("candidate", candidate)
+        .with_extra("classification", classification)
+}
+
+/// The cached observer for the engine's model, built off the async threads on first use.
+async fn observer(engine: &Engine) -> Result<std::sync::Arc<Observer>, Problem> {
+    let embedder = engine.embedder();
+    if let Some(found) = Observer::cached(embedder.model_id()) {
+        return Ok(found);
+    }
+    tokio::task::spawn_blocking(move || Observer::shared(embedder.as_ref()))
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))
+}

@@ -1,0 +1,258 @@
+//! Observe: the runtime (no LLM) decides whether a raw interaction is worth remembering and,
+//! if so, turns it into a candidate event for the ordinary write path.
+//!
+//! Pipeline: [`parse_interaction`] (validation) → [`prepare`] (privacy signals, card
+//! masking, bounded summary) → embed the summary once → [`Observer::classify`] (rules +
+//! prototype similarity) → [`candidate_body`] (event type, privacy class, confidence,
+//! retention) → `Engine::write_embedded` with the same vector, so validation, policy,
+//! durability and audit are exactly those of `POST /v1/events`.
+//!
+//! Invariants:
+//! - the observer never stores anything itself: it only proposes an event body;
+//! - privacy detection and the rule layer are pure; only [`Observer::classify`] needs
+//!   vectors, and those come from whatever [`Embedder`] the engine runs;
+//! - prototypes are embedded once per model id and cached for the process
+//!   ([`Observer::shared`]);
+//! - a `sensitive` candidate always carries `expiresAt` = max(occurredAt, now) + 30 days;
+//!   every candidate is `deleteOnRequest: true`;
+//! - a full payment card number never reaches the summary (masked to its last four digits).
+
+pub mod classify;
+pub mod eval;
+pub mod privacy;
+pub mod request;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+pub use classify::{IgnoreReason, Role, Thresholds, Verdict};
+pub use privacy::{Signal, SignalKind};
+pub use request::{parse_interaction, Interaction};
+
+use crate::embed::{EmbedError, Embedder};
+use crate::model::{Confidence, PrivacyClass, Timestamp};
+
+/// How long a sensitive candidate is kept.
+pub const SENSITIVE_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+/// Text ready for classification: the bounded summary and the privacy signals of the text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// Trimmed, card-masked, at most `max_bytes` (cut on a character boundary).
+    pub summary: String,
+    /// Privacy signals found in the trimmed text.
+    pub signals: Vec<Signal>,
+}
+
+/// Trims, detects privacy signals, masks card numbers and bounds the summary.
+pub fn prepare(text: &str, max_bytes: usize) -> Prepared {
+    let trimmed = text.trim();
+    let signals = privacy::detect(trimmed);
+    let masked = privacy::mask_cards(trimmed, &signals);
+    Prepared {
+        summary: truncate(&masked, max_bytes).to_string(),
+        signals,
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].trim_end()
+}
+
+/// The observer's full judgement of one interaction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classification {
+    /// Store/ignore, type and scores.
+    pub verdict: Verdict,
+    /// The class implied by the privacy signals.
+    pub privacy_class: PrivacyClass,
+    /// Distinct privacy signal kinds.
+    pub privacy_signals: Vec<SignalKind>,
+    /// Rule cues that matched.
+    pub cues: Vec<&'static str>,
+    /// How sure the observer is of the event type.
+    pub confidence: Confidence,
+}
+
+impl Classification {
+    /// The `classification` member of an observe response.
+    pub fn to_json(&self) -> Value {
+        let scores: serde_json::Map<String, Value> = self
+            .verdict
+            .scores
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), json!(round3(*v))))
+            .collect();
+        json!({
+            "eventType": self.verdict.event_type,
+            "scores": scores,
+            "privacySignals": self.privacy_signals,
+            "cues": self.cues,
+            "confidence": self.confidence,
+        })
+    }
+}
+
+fn round3(x: f32) -> f64 {
+    (f64::from(x) * 1000.0).round() / 1000.0
+}
+
+/// The classifier with its prototype vectors for one embedding model.
+pub struct Observer {
+    prototypes: classify::Prototypes,
+    thresholds: Thresholds,
+}
+
+static SHARED: Mutex<Vec<Arc<Observer>>> = Mutex::new(Vec::new());
+
+impl Observer {
+    /// Embeds the prototypes with `embedder`. Blocking CPU work.
+    pub fn new(embedder: &dyn Embedder) -> Result<Self, EmbedError> {
+        Ok(Observer {
+            prototypes: classify::Prototypes::build(embedder)?,
+            thresholds: Thresholds::default(),
+        })
+    }
+
+    /// The process-wide observer for `embedder`'s model, built on first use. Blocking the
+    /// first time for a model id (call it off async threads, e.g. at start-up).
+    pub fn shared(embedder: &dyn Embedder) -> Result<Arc<Observer>, EmbedError> {
+        let mut all = SHARED.lock();
+        if let Some(found) = all
+            .iter()
+            .find(|o| o.prototypes.model_id() == embedder.model_id())
+        {
+            return Ok(Arc::clone(found));
+        }
+        let built = Arc::new(Observer::new(embedder)?);
+        all.push(Arc::clone(&built));
+        Ok(built)
+    }
+
+    /// The cached observer for `model_id`, if one was built (never blocks on embedding).
+    pub fn cached(model_id: &str) -> Option<Arc<Observer>> {
+        SHARED
+            .lock()
+            .iter()
+            .find(|o| o.prototypes.model_id() == model_id)
+            .cloned()
+    }
+
+    /// Classifies prepared text given the embedding of its summary.
+    pub fn classify(&self, prepared: &Prepared, role: Role, vector: &[f32]) -> Classification {
+        let lex = classify::lexical(&prepared.summary);
+        let sims = self.prototypes.similarities(vector);
+        let verdict = classify::decide(&lex, &sims, role, &self.thresholds);
+        let confidence = confidence(&lex, &verdict);
+        Classification {
+            privacy_class: privacy::class_of(&prepared.signals),
+            privacy_signals: privacy::kinds(&prepared.signals),
+            cues: lex.cues,
+            confidence,
+            verdict,
+        }
+    }
+}
+
+fn confidence(lex: &classify::Lexical, verdict: &Verdict) -> Confidence {
+    match (lex.cues.is_empty(), verdict.type_margin) {
+        (false, m) if m >= 0.1 => Confidence::High,
+        (false, _) => Confidence::Medium,
+        (true, m) if m >= 0.05 => Confidence::Medium,
+        _ => Confidence::Low,
+    }
+}
+
+/// The `POST /v1/events` body for a stored candidate.
+pub fn candidate_body(
+    interaction: &Interaction,
+    prepared: &Prepared,
+    c: &Classification,
+    now: Timestamp,
+) -> Value {
+    let mut retention = json!({"deleteOnRequest": true});
+    if c.privacy_class == PrivacyClass::Sensitive {
+        let base = interaction.occurred_at.max(now);
+        retention["expiresAt"] = json!(base.plus_millis(SENSITIVE_RETENTION_MS));
+    }
+    let mut body = json!({
+        "eventType": c.verdict.event_type,
+        "occurredAt": interaction.occurred_at,
+        "actorId": interaction.actor_id,
+        "resourceRefs": interaction.resource_refs,
+        "summary": prepared.summary,
+        "sourceRefs": interaction.source_refs,
+        "sourceTrust": interaction.source_trust,
+        "confidence": c.confidence,
+        "privacyClass": c.privacy_class,
+        "retention": retention,
+    });
+    if let Some(p) = &interaction.project_id {
+        body["projectId"] = json!(p);
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::HashingEmbedder;
+    use crate::model::validate::{validate_event, Limits};
+    use crate::model::SourceTrust;
+
+    fn interaction(text: &str) -> Interaction {
+        Interaction {
+            text: text.into(),
+            role: Role::User,
+            actor_id: "user-1".into(),
+            occurred_at: Timestamp::parse("2026-06-17T09:20:00Z").expect("t"),
+            source_refs: vec!["chat-1".into()],
+            source_trust: SourceTrust::UserProvided,
+            project_id: Some("p1".into()),
+            resource_refs: vec![],
+        }
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(prepare("  ok  ", 10).summary, "ok");
+    }
+
+    #[test]
+    fn a_sensitive_candidate_is_a_valid_event_with_an_expiry() {
+        let e = HashingEmbedder::new();
+        let obs = Observer::new(&e).expect("observer");
+        let i = interaction("From now on please book my insulin refill pickups on Fridays");
+        let p = prepare(&i.text, 4096);
+        let v = e.embed(&[p.summary.as_str()]).expect("embed").remove(0);
+        let c = obs.classify(&p, i.role, &v);
+        assert_eq!(c.verdict.ignore, None);
+        assert_eq!(c.privacy_class, PrivacyClass::Sensitive);
+        let now = Timestamp::parse("2026-07-01T00:00:00Z").expect("t");
+        let body = candidate_body(&i, &p, &c, now);
+        assert_eq!(body["retention"]["expiresAt"], "2026-07-31T00:00:00Z");
+        assert_eq!(body["projectId"], "p1");
+        let input = validate_event(&body, &Limits::default(), now).expect("valid event");
+        assert_eq!(input.event_type, "user_preference_stated");
+    }
+
+    #[test]
+    fn shared_observers_are_cached_per_model() {
+        let e = HashingEmbedder::new();
+        let a = Observer::shared(&e).expect("a");
+        let b = Observer::shared(&e).expect("b");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(Observer::cached(e.model_id()).is_some());
+    }
+}

@@ -1,0 +1,182 @@
+//! `POST /v1/observe`: chatter is ignored, events go through the ordinary write path, and
+//! the labelled set keeps its precision and recall floors with the real model.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::common::{real_model, App};
+use episodic::observe::{eval, Observer};
+
+const T: &str = "2026-06-17T09:20:00Z";
+
+fn interaction(text: &str) -> Value {
+    json!({
+        "text": text,
+        "role": "user",
+        "actorId": "user-1",
+        "occurredAt": T,
+        "sourceRefs": ["chat-77"],
+        "sourceTrust": "user_provided",
+        "projectId": "billing"
+    })
+}
+
+async fn observe(app: &App, key: &str, body: Value) -> (StatusCode, Value) {
+    app.call("POST", "/v1/observe", Some(key), Some(body)).await
+}
+
+#[tokio::test]
+async fn chatter_is_ignored_and_nothing_is_stored() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    for (text, reason) in [
+        ("Thanks so much, have a lovely weekend!", "routine_chatter"),
+        ("Hi there, how are you?", "routine_chatter"),
+        ("👍", "content_free"),
+    ] {
+        let (status, body) = observe(&app, &key, interaction(text)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["outcome"], "ignored");
+        assert_eq!(body["reason"], reason, "{text}: {body}");
+    }
+    assert_eq!(app.engine.stats().events, 0);
+    let (_, tl) = app.call("GET", "/v1/timeline", Some(&key), None).await;
+    assert_eq!(tl["events"], json!([]));
+}
+
+#[tokio::test]
+async fn a_polite_preference_is_stored_through_the_write_path() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let text = "thanks, and please switch my invoices to email from now on";
+    let (status, body) = observe(&app, &key, interaction(text)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["outcome"], "candidate");
+    assert_eq!(body["candidate"]["eventType"], "user_preference_stated");
+    assert_eq!(
+        body["classification"]["eventType"],
+        "user_preference_stated"
+    );
+    assert_eq!(body["candidate"]["privacyClass"], "internal");
+    assert!(body["candidate"]["retention"].get("expiresAt").is_none());
+    let result = &body["result"];
+    assert_eq!(result["status"], "active");
+    assert_eq!(result["decision"]["decision"], "allow");
+    assert_eq!(result["event"]["summary"], text);
+    assert_eq!(result["event"]["projectId"], "billing");
+    let id = result["eventId"].as_str().expect("id");
+    let (status, got) = app
+        .call("GET", &format!("/v1/events/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got["eventType"], "user_preference_stated");
+}
+
+#[tokio::test]
+async fn a_health_detail_is_sensitive_with_an_expiry() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let text = "I was diagnosed with asthma, so from now on please book me non-smoking rooms only";
+    let (status, body) = observe(&app, &key, interaction(text)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let ev = &body["result"]["event"];
+    assert_eq!(ev["privacyClass"], "sensitive");
+    let expires = ev["retention"]["expiresAt"].as_str().expect("expiresAt");
+    assert!(expires > "2026-07-01", "{expires}");
+    assert_eq!(ev["retention"]["deleteOnRequest"], true);
+    assert_eq!(body["classification"]["privacySignals"], json!(["health"]));
+}
+
+#[tokio::test]
+async fn untrusted_content_goes_to_review_and_denials_keep_the_write_code() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let mut body =
+        interaction("The vendor page says their API had an outage and failed all requests");
+    body["sourceTrust"] = json!("untrusted_content");
+    let (status, resp) = observe(&app, &key, body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{resp}");
+    assert_eq!(resp["result"]["status"], "pending_review");
+    assert_eq!(
+        resp["result"]["decision"]["reason"],
+        "untrusted_event_source"
+    );
+
+    // An approval with no resource is denied by the policy, exactly as a direct write.
+    let (status, resp) = observe(&app, &key, interaction("Approved, go ahead and ship it")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{resp}");
+    assert_eq!(resp["code"], "policy_denied");
+    assert_eq!(
+        resp["decision"]["reason"],
+        "approval_event_missing_resource"
+    );
+    assert_eq!(resp["candidate"]["eventType"], "human_approval");
+    let mut with_resource = interaction("Approved, go ahead and ship it");
+    with_resource["resourceRefs"] = json!(["release-4.3"]);
+    let (status, resp) = observe(&app, &key, with_resource).await;
+    assert_eq!(status, StatusCode::CREATED, "{resp}");
+}
+
+#[tokio::test]
+async fn validation_errors_are_reported_at_once_and_roles_enforced() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let bad = json!({"text": 1, "role": "bot", "occurredAt": "soon", "sourceRefs": [], "sourceTrust": "x", "extra": true});
+    let (status, body) = observe(&app, &key, bad).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["code"], "validation_failed");
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| e["field"].as_str().expect("field"))
+        .collect();
+    for f in [
+        "extra",
+        "text",
+        "role",
+        "actorId",
+        "occurredAt",
+        "sourceRefs",
+        "sourceTrust",
+    ] {
+        assert!(fields.contains(&f), "{f} missing from {fields:?}");
+    }
+    let reader = app.key_with("acme", &["reader"]).await;
+    let (status, body) = observe(&app, &reader, interaction("hi")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+}
+
+fn run_set(name: &str) -> eval::Report {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/observe")
+        .join(name);
+    let items = eval::load(&path).expect("labelled set");
+    let model = real_model();
+    let observer = Observer::new(model.as_ref()).expect("observer");
+    let report = eval::evaluate(&observer, model.as_ref(), &items, 4096).expect("eval");
+    assert_eq!(report.items, items.len());
+    report
+}
+
+#[test]
+fn the_labelled_set_keeps_its_floors() {
+    // Measured: precision 1.000, recall 1.000, type 0.978, privacy 1.000 (310 items).
+    let report = run_set("interactions.jsonl");
+    assert!(report.items >= 300);
+    assert!(report.precision >= 0.97, "{report:?}");
+    assert!(report.recall >= 0.97, "{report:?}");
+    assert!(report.type_accuracy >= 0.95, "{report:?}");
+    assert!(report.privacy_accuracy >= 0.97, "{report:?}");
+}
+
+#[test]
+fn the_held_out_set_keeps_its_floors() {
+    // Written after the rules were tuned and never tuned on. Measured: precision 0.980,
+    // recall 1.000, type 0.920, privacy 0.980 (85 items).
+    let report = run_set("heldout.jsonl");
+    assert!(report.precision >= 0.95, "{report:?}");
+    assert!(report.recall >= 0.95, "{report:?}");
+    assert!(report.type_accuracy >= 0.88, "{report:?}");
+    assert!(report.privacy_accuracy >= 0.95, "{report:?}");
+}
