@@ -57,6 +57,9 @@ pub struct ServeArgs {
         default_value = "actor,type,resources"
     )]
     pub stale_subject: String,
+    /// Versioned write-policy file (JSON); default: the seed's rules as `v1`.
+    #[arg(long, env = "EPISODIC_POLICY")]
+    pub policy: Option<PathBuf>,
     /// Threads of the CPU pool (embedding, scoring).
     #[arg(long, env = "EPISODIC_CPU_THREADS", default_value_t = 2)]
     pub cpu_threads: usize,
@@ -100,6 +103,11 @@ impl ServeArgs {
         );
         c.writer.sweep_interval = Duration::from_secs(self.sweep_interval_secs);
         c.stale = parse_subject(&self.stale_subject)?;
+        if let Some(path) = &self.policy {
+            let bytes = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?;
+            c.policy = crate::policy::WritePolicy::from_json(&bytes).map_err(anyhow::Error::msg)?;
+        }
         Ok(c)
     }
 }

@@ -308,3 +308,66 @@ pub async fn method_not_allowed() -> Problem {
         "method not allowed on this route",
     )
 }
+
+/// `GET /v1/admin/policy` (admin): the write policy in force.
+pub async fn get_policy(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> Result<Json<Value>, Problem> {
+    principal.require_admin()?;
+    Ok(Json(json!(state.engine()?.config().policy)))
+}
+
+/// `POST /v1/admin/policy/replay` (admin), body `{policy, dryRun}`: re-decide stored events.
+pub async fn replay_policy(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, Problem> {
+    principal.require_admin()?;
+    let (policy, dry_run) = parse_replay(&body)?;
+    let report = state
+        .engine()?
+        .replay_policy(policy, dry_run, principal.key_id())
+        .await?;
+    Ok(Json(json!(report)))
+}
+
+fn parse_replay(body: &Value) -> Result<(crate::policy::WritePolicy, bool), Problem> {
+    let mut errors: Vec<FieldError> = body
+        .as_object()
+        .map(|o| {
+            o.keys()
+                .filter(|k| !["policy", "dryRun"].contains(&k.as_str()))
+                .map(|k| FieldError::new(k.clone(), "unknown field"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let dry_run = match body.get("dryRun") {
+        Some(Value::Bool(b)) => *b,
+        _ => {
+            errors.push(FieldError::new(
+                "dryRun",
+                "is required: true to report, false to apply",
+            ));
+            true
+        }
+    };
+    let policy = match body.get("policy") {
+        Some(p) => match crate::policy::WritePolicy::from_json(p.to_string().as_bytes()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errors.push(FieldError::new("policy", e));
+                None
+            }
+        },
+        None => {
+            errors.push(FieldError::new("policy", "is required"));
+            None
+        }
+    };
+    match policy {
+        Some(p) if errors.is_empty() => Ok((p, dry_run)),
+        _ => Err(Problem::validation(errors)),
+    }
+}

@@ -14,6 +14,7 @@
 mod lexical;
 mod lifecycle;
 mod open;
+mod replay;
 mod review;
 mod table;
 mod writer;
@@ -30,6 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
+pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
 pub use table::{Entry, Lookup, Slot, SubjectRule, Table, Tombstone};
 pub use writer::WriterConfig;
@@ -46,7 +48,9 @@ use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
 use crate::rank::RankConfig;
 use crate::retrieve::{RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery};
-use crate::store::record::{DeleteReason, DeleteRecord, PutRecord, ReviewRecord, TombstoneRecord};
+use crate::store::record::{
+    DeleteReason, DeleteRecord, PutRecord, RequeueRecord, ReviewRecord, TombstoneRecord,
+};
 use lifecycle::DeleteReply;
 use writer::{Command, PendingPut, PutReply};
 
@@ -279,6 +283,18 @@ pub(crate) fn apply_review(shared: &Shared, rec: &ReviewRecord, index: bool) {
     table.replace_event(entry.doc, event);
 }
 
+/// Applies a requeue: the event is pending review again under the new policy's decision.
+pub(crate) fn apply_requeue(shared: &Shared, rec: &RequeueRecord) {
+    let mut table = shared.table.write();
+    let Some(entry) = table.find(&rec.tenant_id, &rec.event_id).cloned() else {
+        return;
+    };
+    let mut event = entry.event.clone();
+    event.status = EventStatus::PendingReview;
+    event.policy_version = rec.policy_version.clone();
+    table.replace_entry(entry.doc, event, rec.decision.clone());
+}
+
 /// Applies a compacted tombstone.
 pub(crate) fn apply_tombstone(shared: &Shared, seq: u64, t: TombstoneRecord) -> Result<(), String> {
     let dim = shared.vectors.load().dim();
@@ -363,7 +379,7 @@ impl Engine {
                 format!("this key may not act for actor {}", input.actor_id),
             ));
         }
-        let decision = self.config.policy.decide(&input);
+        let decision = self.config.policy.decide(&input, grant.tenant(), now);
         if let Decision::Deny { reason } = &decision {
             let detail = format!(
                 "write policy {} denied the event: {reason}",
@@ -651,6 +667,26 @@ impl Engine {
         };
         self.tx.send(cmd).map_err(|_| writer_gone())?;
         rx.await.map_err(|_| writer_gone())?
+    }
+
+    /// Re-decides every stored event under `policy` (all tenants; admin only at the API).
+    pub async fn replay_policy(
+        &self,
+        policy: WritePolicy,
+        dry_run: bool,
+        key_id: &str,
+    ) -> Result<ReplayReport, Problem> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Replay {
+            policy: Box::new(policy),
+            dry_run,
+            key_id: key_id.to_string(),
+            reply: tx,
+        };
+        self.tx.send(cmd).map_err(|_| writer_gone())?;
+        rx.await
+            .map_err(|_| writer_gone())?
+            .map_err(|e| storage_unavailable(&e))
     }
 
     /// Pending events of the tenant that this key may decide, oldest recorded first.

@@ -144,6 +144,7 @@ fn replay(shared: &Shared, records: Vec<LogRecord>, scope_seq: Option<u64>) -> a
             }
             Record::Marker => {}
             Record::Review(r) => apply_review(shared, &r, needs_scope),
+            Record::Requeue(r) => super::apply_requeue(shared, &r),
         }
     }
     Ok(())

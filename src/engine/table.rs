@@ -285,6 +285,16 @@ impl Table {
         }
     }
 
+    /// Replaces a live entry's event and decision (policy replay).
+    pub fn replace_entry(&mut self, doc: u32, event: StoredEvent, decision: Decision) {
+        if let Some(entry) = self.get(doc) {
+            let mut entry = Entry::clone(entry);
+            entry.event = event;
+            entry.decision = decision;
+            self.place(doc, Slot::Live(Arc::new(entry)));
+        }
+    }
+
     /// Deletes a live event, keeping only a tombstone; returns the removed entry.
     pub fn delete(&mut self, tenant: &str, event_id: &str, at: Timestamp) -> Option<Arc<Entry>> {
         let entry = Arc::clone(self.find(tenant, event_id)?);

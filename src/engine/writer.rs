@@ -112,6 +112,17 @@ pub enum Command {
         /// Reply.
         reply: oneshot::Sender<Result<super::ReviewOutcome, crate::error::Problem>>,
     },
+    /// Re-decide stored events under a candidate policy.
+    Replay {
+        /// The candidate.
+        policy: Box<crate::policy::WritePolicy>,
+        /// Report only.
+        dry_run: bool,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<super::ReplayReport, String>>,
+    },
     /// Record an audit entry produced outside the writer (reads, denials).
     Audit(Box<AuditEntry>),
     /// Make everything acknowledged so far searchable and every audit entry durable.
@@ -207,7 +218,8 @@ impl Writer {
                 other @ (Command::Delete { .. }
                 | Command::Erase { .. }
                 | Command::Compact { .. }
-                | Command::Review { .. }) => batch.others.push(other),
+                | Command::Review { .. }
+                | Command::Replay { .. }) => batch.others.push(other),
             }
             if batch.shutdown.is_none() && batch.puts.len() < self.config.max_batch {
                 next = rx.try_recv().ok();
@@ -275,6 +287,14 @@ impl Writer {
                 reply,
             } => {
                 let _ = reply.send(self.review(&grant, &event_id, approve, note));
+            }
+            Command::Replay {
+                policy,
+                dry_run,
+                key_id,
+                reply,
+            } => {
+                let _ = reply.send(self.replay(&policy, dry_run, &key_id));
             }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
         }

@@ -250,6 +250,28 @@ pub struct StoredEvent {
     pub content_warnings: Vec<String>,
 }
 
+impl EventInput {
+    /// The input a stored event was written from (for re-deciding it under another policy).
+    pub fn from_stored(e: &StoredEvent) -> Self {
+        EventInput {
+            event_id: Some(e.event_id.clone()),
+            event_type: e.event_type.clone(),
+            occurred_at: e.occurred_at,
+            actor_id: e.actor_id.clone(),
+            project_id: e.project_id.clone(),
+            resource_refs: e.resource_refs.clone(),
+            summary: e.summary.clone(),
+            source_refs: e.source_refs.clone(),
+            source_trust: e.source_trust,
+            confidence: e.confidence,
+            privacy_class: e.privacy_class,
+            retention: e.retention.clone(),
+            supersedes_event_ids: e.supersedes_event_ids.clone(),
+            correction_path: (!e.correction_path.is_empty()).then(|| e.correction_path.clone()),
+        }
+    }
+}
+
 impl StoredEvent {
     /// Builds the stored record from validated input and server-owned fields.
     pub fn from_input(

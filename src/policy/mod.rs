@@ -4,7 +4,11 @@
 //! no clock); rules are checked in the seed's order and the first match wins; every stored
 //! event records the `version` of the policy that admitted it.
 
-use crate::model::{Decision, EventInput, PrivacyClass, SourceTrust};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Decision, EventInput, PrivacyClass, SourceTrust, Timestamp};
 
 /// Reason strings, exactly the seed's.
 pub mod reasons {
@@ -18,13 +22,63 @@ pub mod reasons {
     pub const EPISODIC_WRITE_POLICY_PASSED: &str = "episodic_write_policy_passed";
 }
 
-/// The write policy in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Extra reason strings of the versioned policy's own rules.
+pub mod extra_reasons {
+    /// The event type is denied for this tenant or project.
+    pub const EVENT_TYPE_DENIED: &str = "event_type_denied";
+    /// A field the policy requires for this event type is missing.
+    pub const REQUIRED_FIELD_MISSING: &str = "required_field_missing";
+    /// The event would be kept longer than its privacy class allows.
+    pub const RETENTION_EXCEEDS_MAXIMUM: &str = "retention_exceeds_maximum";
+    /// The privacy class requires review.
+    pub const PRIVACY_CLASS_REQUIRES_REVIEW: &str = "privacy_class_requires_review";
+    /// The event type requires review.
+    pub const EVENT_TYPE_REQUIRES_REVIEW: &str = "event_type_requires_review";
+}
+
+/// Denies an event type, optionally only for one tenant or project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DenyRule {
+    /// The event type.
+    pub event_type: String,
+    /// Only in this tenant.
+    #[serde(default)]
+    pub tenant_id: Option<String>,
+    /// Only in this project.
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+/// The write policy in force: the seed's three rules, then the file's own rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WritePolicy {
     /// Recorded on every admitted event.
     pub version: String,
     /// Role that may approve events sent to review.
+    #[serde(default = "default_approver")]
     pub approver_role: String,
+    /// Longest retention per privacy class, in days (the event must then carry an expiry).
+    #[serde(default)]
+    pub max_retention_days: BTreeMap<PrivacyClass, u32>,
+    /// Privacy classes that go to review.
+    #[serde(default)]
+    pub review_privacy_classes: Vec<PrivacyClass>,
+    /// Event types that go to review.
+    #[serde(default)]
+    pub review_event_types: Vec<String>,
+    /// Event types denied (per tenant or project when given).
+    #[serde(default)]
+    pub deny_event_types: Vec<DenyRule>,
+    /// Fields required per event type: any of `projectId`, `resourceRefs`, `correctionPath`,
+    /// `expiresAt`.
+    #[serde(default)]
+    pub required_fields: BTreeMap<String, Vec<String>>,
+}
+
+fn default_approver() -> String {
+    crate::auth::roles::MEMORY_REVIEWER.to_string()
 }
 
 impl Default for WritePolicy {
@@ -32,33 +86,129 @@ impl Default for WritePolicy {
     fn default() -> Self {
         WritePolicy {
             version: "v1".to_string(),
-            approver_role: "memory_reviewer".to_string(),
+            approver_role: default_approver(),
+            max_retention_days: BTreeMap::new(),
+            review_privacy_classes: Vec::new(),
+            review_event_types: Vec::new(),
+            deny_event_types: Vec::new(),
+            required_fields: BTreeMap::new(),
         }
     }
 }
 
+const KNOWN_REQUIRED: [&str; 4] = ["projectId", "resourceRefs", "correctionPath", "expiresAt"];
+
 impl WritePolicy {
-    /// The seed's `decideEpisodicWrite`.
-    pub fn decide(&self, event: &EventInput) -> Decision {
-        if event.source_trust == SourceTrust::UntrustedContent {
+    /// Parses and checks a policy file's JSON.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+        let p: WritePolicy = serde_json::from_slice(bytes).map_err(|e| format!("policy: {e}"))?;
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Rejects policies that could never be applied as written.
+    pub fn check(&self) -> Result<(), String> {
+        if self.version.trim().is_empty() || self.approver_role.trim().is_empty() {
+            return Err("policy: version and approverRole must not be empty".into());
+        }
+        for (ty, fields) in &self.required_fields {
+            if let Some(f) = fields
+                .iter()
+                .find(|f| !KNOWN_REQUIRED.contains(&f.as_str()))
+            {
+                return Err(format!("policy: requiredFields.{ty}: unknown field {f}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides a write. `now` bounds retention; `tenant` scopes deny rules.
+    pub fn decide(&self, event: &EventInput, tenant: &str, now: Timestamp) -> Decision {
+        if let Some(d) = self.seed_rules(event) {
+            return d;
+        }
+        if let Some(reason) = self.denial(event, tenant, now) {
+            return Decision::Deny { reason };
+        }
+        if let Some(reason) = self.review_reason(event) {
             return Decision::Review {
-                reason: reasons::UNTRUSTED_EVENT_SOURCE.to_string(),
+                reason: reason.to_string(),
                 approver_role: self.approver_role.clone(),
-            };
-        }
-        if event.privacy_class == PrivacyClass::Sensitive && event.retention.expires_at.is_none() {
-            return Decision::Deny {
-                reason: reasons::SENSITIVE_EVENT_REQUIRES_EXPIRY.to_string(),
-            };
-        }
-        if event.event_type == "human_approval" && event.resource_refs.is_empty() {
-            return Decision::Deny {
-                reason: reasons::APPROVAL_EVENT_MISSING_RESOURCE.to_string(),
             };
         }
         Decision::Allow {
             reason: reasons::EPISODIC_WRITE_POLICY_PASSED.to_string(),
         }
+    }
+
+    /// The seed's `decideEpisodicWrite`, in its order (allow is left to the caller).
+    fn seed_rules(&self, event: &EventInput) -> Option<Decision> {
+        if event.source_trust == SourceTrust::UntrustedContent {
+            return Some(Decision::Review {
+                reason: reasons::UNTRUSTED_EVENT_SOURCE.to_string(),
+                approver_role: self.approver_role.clone(),
+            });
+        }
+        if event.privacy_class == PrivacyClass::Sensitive && event.retention.expires_at.is_none() {
+            return Some(Decision::Deny {
+                reason: reasons::SENSITIVE_EVENT_REQUIRES_EXPIRY.to_string(),
+            });
+        }
+        if event.event_type == "human_approval" && event.resource_refs.is_empty() {
+            return Some(Decision::Deny {
+                reason: reasons::APPROVAL_EVENT_MISSING_RESOURCE.to_string(),
+            });
+        }
+        None
+    }
+
+    fn denial(&self, event: &EventInput, tenant: &str, now: Timestamp) -> Option<String> {
+        let denied = self.deny_event_types.iter().any(|r| {
+            r.event_type == event.event_type
+                && r.tenant_id.as_deref().is_none_or(|t| t == tenant)
+                && r.project_id
+                    .as_ref()
+                    .is_none_or(|p| event.project_id.as_ref() == Some(p))
+        });
+        if denied {
+            return Some(extra_reasons::EVENT_TYPE_DENIED.to_string());
+        }
+        if let Some(field) = self.missing_field(event) {
+            return Some(format!("{}:{field}", extra_reasons::REQUIRED_FIELD_MISSING));
+        }
+        self.retention_too_long(event, now)
+            .then(|| extra_reasons::RETENTION_EXCEEDS_MAXIMUM.to_string())
+    }
+
+    fn missing_field(&self, event: &EventInput) -> Option<String> {
+        let fields = self.required_fields.get(&event.event_type)?;
+        fields
+            .iter()
+            .find(|f| match f.as_str() {
+                "projectId" => event.project_id.is_none(),
+                "resourceRefs" => event.resource_refs.is_empty(),
+                "correctionPath" => event.correction_path.as_deref().is_none_or(str::is_empty),
+                "expiresAt" => event.retention.expires_at.is_none(),
+                _ => false,
+            })
+            .cloned()
+    }
+
+    fn retention_too_long(&self, event: &EventInput, now: Timestamp) -> bool {
+        let Some(days) = self.max_retention_days.get(&event.privacy_class) else {
+            return false;
+        };
+        let limit = now.plus_millis(i64::from(*days) * 86_400_000);
+        event.retention.expires_at.is_none_or(|t| t > limit)
+    }
+
+    fn review_reason(&self, event: &EventInput) -> Option<&'static str> {
+        if self.review_privacy_classes.contains(&event.privacy_class) {
+            return Some(extra_reasons::PRIVACY_CLASS_REQUIRES_REVIEW);
+        }
+        self.review_event_types
+            .contains(&event.event_type)
+            .then_some(extra_reasons::EVENT_TYPE_REQUIRES_REVIEW)
     }
 }
 
@@ -97,18 +247,72 @@ mod tests {
         }
     }
 
+    impl WritePolicy {
+        fn decide_now(&self, e: &EventInput) -> Decision {
+            self.decide(
+                e,
+                "t",
+                Timestamp::parse("2026-07-01T00:00:00Z").expect("now"),
+            )
+        }
+    }
+
+    #[test]
+    fn file_rules_deny_then_review() {
+        let p = WritePolicy::from_json(
+            br#"{
+            "version": "v2", "approverRole": "privacy_officer",
+            "maxRetentionDays": {"private": 30},
+            "reviewPrivacyClasses": ["sensitive"], "reviewEventTypes": ["human_approval"],
+            "denyEventTypes": [{"eventType": "tool_observed_event", "tenantId": "t"}],
+            "requiredFields": {"incident_or_failure": ["projectId"]}
+        }"#,
+        )
+        .expect("policy");
+        let mut e = input();
+        e.event_type = "tool_observed_event".into();
+        assert_eq!(reason(&p.decide_now(&e)), extra_reasons::EVENT_TYPE_DENIED);
+        assert!(matches!(
+            p.decide(&e, "other", Timestamp::now()),
+            Decision::Allow { .. }
+        ));
+        e.event_type = "incident_or_failure".into();
+        assert_eq!(
+            reason(&p.decide_now(&e)),
+            "required_field_missing:projectId"
+        );
+        e.project_id = Some("p".into());
+        e.privacy_class = PrivacyClass::Private;
+        assert_eq!(
+            reason(&p.decide_now(&e)),
+            extra_reasons::RETENTION_EXCEEDS_MAXIMUM
+        );
+        e.retention.expires_at = Timestamp::parse("2026-07-20T00:00:00Z");
+        assert!(matches!(p.decide_now(&e), Decision::Allow { .. }));
+        e.privacy_class = PrivacyClass::Sensitive;
+        let d = p.decide_now(&e);
+        assert!(
+            matches!(d, Decision::Review { ref approver_role, .. } if approver_role == "privacy_officer")
+        );
+        assert!(WritePolicy::from_json(br#"{"version": "v3", "colour": 1}"#).is_err());
+        assert!(
+            WritePolicy::from_json(br#"{"version": "v3", "requiredFields": {"x": ["nope"]}}"#)
+                .is_err()
+        );
+    }
+
     #[test]
     fn seed_rules_in_order() {
         let p = WritePolicy::default();
         assert_eq!(
-            reason(&p.decide(&input())),
+            reason(&p.decide_now(&input())),
             reasons::EPISODIC_WRITE_POLICY_PASSED
         );
 
         let mut untrusted_sensitive = input();
         untrusted_sensitive.source_trust = SourceTrust::UntrustedContent;
         untrusted_sensitive.privacy_class = PrivacyClass::Sensitive;
-        let d = p.decide(&untrusted_sensitive);
+        let d = p.decide_now(&untrusted_sensitive);
         assert!(
             matches!(d, Decision::Review { ref approver_role, .. } if approver_role == "memory_reviewer")
         );
@@ -117,19 +321,19 @@ mod tests {
         let mut sensitive = input();
         sensitive.privacy_class = PrivacyClass::Sensitive;
         assert_eq!(
-            reason(&p.decide(&sensitive)),
+            reason(&p.decide_now(&sensitive)),
             reasons::SENSITIVE_EVENT_REQUIRES_EXPIRY
         );
         sensitive.retention.expires_at = Timestamp::parse("2027-01-01T00:00:00Z");
-        assert!(matches!(p.decide(&sensitive), Decision::Allow { .. }));
+        assert!(matches!(p.decide_now(&sensitive), Decision::Allow { .. }));
 
         let mut approval = input();
         approval.event_type = "human_approval".into();
         assert_eq!(
-            reason(&p.decide(&approval)),
+            reason(&p.decide_now(&approval)),
             reasons::APPROVAL_EVENT_MISSING_RESOURCE
         );
         approval.resource_refs = vec!["invoice-7".into()];
-        assert!(matches!(p.decide(&approval), Decision::Allow { .. }));
+        assert!(matches!(p.decide_now(&approval), Decision::Allow { .. }));
     }
 }

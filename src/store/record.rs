@@ -17,6 +17,7 @@ const KIND_DELETE: u8 = 2;
 const KIND_TOMBSTONE: u8 = 3;
 const KIND_MARKER: u8 = 4;
 const KIND_REVIEW: u8 = 5;
+const KIND_REQUEUE: u8 = 6;
 
 /// A decoded log record.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +33,22 @@ pub enum Record {
     Marker,
     /// A review decision on a pending event.
     Review(ReviewRecord),
+    /// A policy replay sent an active event back to review.
+    Requeue(RequeueRecord),
+}
+
+/// An event sent back to the review queue by a policy replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequeueRecord {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The event.
+    pub event_id: String,
+    /// The new policy's review decision.
+    pub decision: crate::model::Decision,
+    /// The new policy's version.
+    pub policy_version: String,
 }
 
 /// A reviewer's decision as logged.
@@ -62,6 +79,8 @@ pub enum DeleteReason {
     Expired,
     /// A reviewer rejected the pending event.
     Rejected,
+    /// A policy replay denied the stored event.
+    PolicyDenied,
 }
 
 impl DeleteReason {
@@ -72,6 +91,7 @@ impl DeleteReason {
             DeleteReason::Erased => "erased",
             DeleteReason::Expired => "expired",
             DeleteReason::Rejected => "rejected",
+            DeleteReason::PolicyDenied => "policy_denied",
         }
     }
 }
@@ -138,6 +158,7 @@ pub fn encode(record: &Record) -> Vec<u8> {
         Record::Tombstone(t) => encode_json(KIND_TOMBSTONE, t),
         Record::Marker => vec![VERSION, KIND_MARKER],
         Record::Review(r) => encode_json(KIND_REVIEW, r),
+        Record::Requeue(r) => encode_json(KIND_REQUEUE, r),
     }
 }
 
@@ -200,6 +221,7 @@ pub fn decode(mut buf: &[u8]) -> Result<Record, DecodeError> {
         KIND_TOMBSTONE => decode_json(buf).map(Record::Tombstone),
         KIND_MARKER if buf.is_empty() => Ok(Record::Marker),
         KIND_REVIEW => decode_json(buf).map(Record::Review),
+        KIND_REQUEUE => decode_json(buf).map(Record::Requeue),
         kind => Err(DecodeError(format!("unknown kind {kind}"))),
     }
 }

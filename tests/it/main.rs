@@ -8,6 +8,7 @@ mod http_auth;
 mod http_governance;
 mod http_lifecycle;
 mod http_observe;
+mod http_policy;
 mod http_recall;
 mod http_storage;
 mod http_write;
