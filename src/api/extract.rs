@@ -60,15 +60,8 @@ where
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let app = AppState::from_ref(state);
-        check_content_type(&req)?;
-        let bytes = read_limited(req.into_body(), app.body_limit).await?;
-        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
-            Problem::new(
-                ErrorCode::MalformedJson,
-                format!("body is not valid JSON: {e}"),
-            )
-        })
+        let bytes = read_body(req, &AppState::from_ref(state)).await?;
+        parse_json(&bytes).map(JsonBody)
     }
 }
 
@@ -83,21 +76,26 @@ where
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let app = AppState::from_ref(state);
-        check_content_type(&req)?;
-        let bytes = read_limited(req.into_body(), app.body_limit).await?;
+        let bytes = read_body(req, &AppState::from_ref(state)).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(None));
         }
-        serde_json::from_slice(&bytes)
-            .map(|v| OptionalJsonBody(Some(v)))
-            .map_err(|e| {
-                Problem::new(
-                    ErrorCode::MalformedJson,
-                    format!("body is not valid JSON: {e}"),
-                )
-            })
+        parse_json(&bytes).map(|v| OptionalJsonBody(Some(v)))
     }
+}
+
+async fn read_body(req: Request, app: &AppState) -> Result<axum::body::Bytes, Problem> {
+    check_content_type(&req)?;
+    read_limited(req.into_body(), app.body_limit).await
+}
+
+fn parse_json(bytes: &[u8]) -> Result<Value, Problem> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Problem::new(
+            ErrorCode::MalformedJson,
+            format!("body is not valid JSON: {e}"),
+        )
+    })
 }
 
 fn check_content_type(req: &Request) -> Result<(), Problem> {
