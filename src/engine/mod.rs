@@ -598,6 +598,13 @@ impl Engine {
         status == EventStatus::Active
     }
 
+    /// Sends a command built around a reply channel and awaits the writer's answer.
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Problem> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).map_err(|_| writer_gone())?;
+        rx.await.map_err(|_| writer_gone())
+    }
+
     /// Queues an audit entry (reads, denials); durable with the writer's next flush.
     pub fn audit(&self, entry: AuditEntry) {
         let _ = self.tx.send(Command::Audit(Box::new(entry)));
@@ -605,16 +612,16 @@ impl Engine {
 
     /// Deletes one event of the grant's tenant; idempotent (a second call returns the receipt).
     pub async fn delete(&self, grant: &TenantGrant, event_id: &str) -> Result<Receipt, Problem> {
-        let (tx, rx) = oneshot::channel();
-        let cmd = Command::Delete {
-            grant: grant.clone(),
-            tenant: grant.tenant().to_string(),
-            event_ids: vec![event_id.to_string()],
-            key_id: grant.key_id().to_string(),
-            reply: tx,
-        };
-        self.tx.send(cmd).map_err(|_| writer_gone())?;
-        match rx.await.map_err(|_| writer_gone())? {
+        let reply = self
+            .ask(|reply| Command::Delete {
+                grant: grant.clone(),
+                tenant: grant.tenant().to_string(),
+                event_ids: vec![event_id.to_string()],
+                key_id: grant.key_id().to_string(),
+                reply,
+            })
+            .await?;
+        match reply {
             DeleteReply::Deleted(mut receipts) => receipts
                 .pop()
                 .ok_or_else(|| Problem::event_not_found(event_id)),
@@ -635,17 +642,14 @@ impl Engine {
                 format!("this key may not act for actor {actor_id}"),
             ));
         }
-        let (tx, rx) = oneshot::channel();
-        let cmd = Command::Erase {
+        self.ask(|reply| Command::Erase {
             tenant: grant.tenant().to_string(),
             actor_id: actor_id.to_string(),
             key_id: grant.key_id().to_string(),
-            reply: tx,
-        };
-        self.tx.send(cmd).map_err(|_| writer_gone())?;
-        rx.await
-            .map_err(|_| writer_gone())?
-            .map_err(|e| storage_unavailable(&e))
+            reply,
+        })
+        .await?
+        .map_err(|e| storage_unavailable(&e))
     }
 
     /// Approves or rejects a pending event (the key needs the event's approver role and must
@@ -657,16 +661,14 @@ impl Engine {
         approve: bool,
         note: Option<String>,
     ) -> Result<ReviewOutcome, Problem> {
-        let (tx, rx) = oneshot::channel();
-        let cmd = Command::Review {
+        self.ask(|reply| Command::Review {
             grant: grant.clone(),
             event_id: event_id.to_string(),
             approve,
             note,
-            reply: tx,
-        };
-        self.tx.send(cmd).map_err(|_| writer_gone())?;
-        rx.await.map_err(|_| writer_gone())?
+            reply,
+        })
+        .await?
     }
 
     /// Re-decides every stored event under `policy` (all tenants; admin only at the API).
@@ -676,17 +678,14 @@ impl Engine {
         dry_run: bool,
         key_id: &str,
     ) -> Result<ReplayReport, Problem> {
-        let (tx, rx) = oneshot::channel();
-        let cmd = Command::Replay {
+        self.ask(|reply| Command::Replay {
             policy: Box::new(policy),
             dry_run,
             key_id: key_id.to_string(),
-            reply: tx,
-        };
-        self.tx.send(cmd).map_err(|_| writer_gone())?;
-        rx.await
-            .map_err(|_| writer_gone())?
-            .map_err(|e| storage_unavailable(&e))
+            reply,
+        })
+        .await?
+        .map_err(|e| storage_unavailable(&e))
     }
 
     /// Pending events of the tenant that this key may decide, oldest recorded first.
@@ -710,16 +709,13 @@ impl Engine {
 
     /// Physically purges deleted content from every file (blocks writes while it runs).
     pub async fn compact(&self, grant: &TenantGrant) -> Result<CompactReport, Problem> {
-        let (tx, rx) = oneshot::channel();
-        let cmd = Command::Compact {
+        self.ask(|reply| Command::Compact {
             tenant: grant.tenant().to_string(),
             key_id: grant.key_id().to_string(),
-            reply: tx,
-        };
-        self.tx.send(cmd).map_err(|_| writer_gone())?;
-        rx.await
-            .map_err(|_| writer_gone())?
-            .map_err(|e| storage_unavailable(&e))
+            reply,
+        })
+        .await?
+        .map_err(|e| storage_unavailable(&e))
     }
 
     /// One page of the grant's tenant's audit trail.
