@@ -212,6 +212,7 @@ pub(crate) fn apply_put(
         input_hash: put.input_hash,
         key_id: put.key_id,
         decision: put.decision,
+        subject: None,
     };
     if index {
         shared

@@ -32,6 +32,8 @@ pub struct Entry {
     pub key_id: String,
     /// Decision that admitted it.
     pub decision: Decision,
+    /// Index of its subject list (stale suppression), assigned by [`Table::push`].
+    pub subject: Option<u32>,
 }
 
 impl Entry {
@@ -156,7 +158,8 @@ impl SubjectRule {
 pub struct Table {
     slots: Vec<Slot>,
     by_id: HashMap<(String, String), u32>,
-    subjects: HashMap<String, Vec<u32>>,
+    subject_ids: HashMap<String, u32>,
+    subjects: Vec<Vec<u32>>,
     expiring: Vec<u32>,
     rule: SubjectRule,
     live: usize,
@@ -234,18 +237,28 @@ impl Table {
     }
 
     /// Adds a live entry at its internal id.
-    pub fn push(&mut self, entry: Entry) {
+    pub fn push(&mut self, mut entry: Entry) {
         let doc = entry.doc;
         let key = (entry.event.tenant_id.clone(), entry.event.event_id.clone());
         self.by_id.insert(key, doc);
-        if let Some(subject) = self.rule.key(&entry.event) {
-            self.subjects.entry(subject).or_default().push(doc);
+        entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
+        if let Some(s) = entry.subject {
+            self.subjects[s as usize].push(doc);
         }
         if entry.event.retention.expires_at.is_some() {
             self.expiring.push(doc);
         }
         self.place(doc, Slot::Live(Arc::new(entry)));
         self.live += 1;
+    }
+
+    fn subject_id(&mut self, key: String) -> u32 {
+        let next = self.subjects.len() as u32;
+        let id = *self.subject_ids.entry(key).or_insert(next);
+        if id == next {
+            self.subjects.push(Vec::new());
+        }
+        id
     }
 
     /// Adds a tombstone at its internal id.
@@ -298,10 +311,11 @@ impl Table {
     /// Deletes a live event, keeping only a tombstone; returns the removed entry.
     pub fn delete(&mut self, tenant: &str, event_id: &str, at: Timestamp) -> Option<Arc<Entry>> {
         let entry = Arc::clone(self.find(tenant, event_id)?);
-        if let Some(subject) = self.rule.key(&entry.event) {
-            if let Some(list) = self.subjects.get_mut(&subject) {
-                list.retain(|d| *d != entry.doc);
-            }
+        if let Some(list) = entry
+            .subject
+            .and_then(|s| self.subjects.get_mut(s as usize))
+        {
+            list.retain(|d| *d != entry.doc);
         }
         self.expiring.retain(|d| *d != entry.doc);
         self.push_tombstone(Tombstone {
@@ -318,9 +332,9 @@ impl Table {
 
     /// Live docs sharing `entry`'s subject (including itself), or none.
     pub fn same_subject(&self, entry: &Entry) -> &[u32] {
-        self.rule
-            .key(&entry.event)
-            .and_then(|k| self.subjects.get(&k))
+        entry
+            .subject
+            .and_then(|s| self.subjects.get(s as usize))
             .map_or(&[], Vec::as_slice)
     }
 
