@@ -296,7 +296,7 @@ async fn events_expire_during_the_test_and_the_sweeper_deletes_them() {
     let app = App::open_in(tempfile::tempdir().expect("tmp"), fast_sweep);
     let key = app.key("acme").await;
     let expires = episodic::model::Timestamp::now()
-        .plus_millis(1500)
+        .plus_millis(4000)
         .to_rfc3339();
     let body = with(
         event("u", "Temporary door code 4711", T),
@@ -308,7 +308,7 @@ async fn events_expire_during_the_test_and_the_sweeper_deletes_them() {
         summaries(&app.recall(&key, json!({"query": "door code"})).await),
         vec!["Temporary door code 4711"]
     );
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
     assert_eq!(
         app.call("GET", &format!("/v1/events/{id}"), Some(&key), None)
             .await
@@ -320,7 +320,7 @@ async fn events_expire_during_the_test_and_the_sweeper_deletes_them() {
         json!([])
     );
     let mut swept = false;
-    for _ in 0..50 {
+    for _ in 0..100 {
         let (_, audit) = app
             .call(
                 "GET",
