@@ -4,6 +4,7 @@ mod common;
 mod corruption;
 mod crash;
 mod eval_locomo;
+mod fuzz_inputs;
 mod http_auth;
 mod http_governance;
 mod http_lifecycle;
