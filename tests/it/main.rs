@@ -13,4 +13,5 @@ mod http_policy;
 mod http_recall;
 mod http_storage;
 mod http_write;
+mod isolation;
 mod server_binary;
