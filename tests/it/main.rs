@@ -14,4 +14,5 @@ mod http_recall;
 mod http_storage;
 mod http_write;
 mod isolation;
+mod races;
 mod server_binary;
