@@ -3,6 +3,7 @@
 mod common;
 mod corruption;
 mod crash;
+mod disk_full;
 mod eval_locomo;
 mod fuzz_inputs;
 mod http_auth;
