@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use time::{Date, Month, PrimitiveDateTime, Time};
 
 use super::metrics::{Accumulator, GroupReport, OVERALL};
-use super::{dense_title, render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+use super::{render_arms, secs, ConfigReport, Doc, Harness, Query, WallTimes};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [5, 10, 25, 50];
@@ -113,17 +113,12 @@ impl Report {
             self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
-        let mut sections = vec![(dense_title(&self.config), &self.dense)];
-        if let Some(l) = &self.lexical {
-            sections.push(("lexical (BM25 alone, ablation)", l));
-        }
-        if let Some(h) = &self.hybrid {
-            sections.push(("hybrid (dense + BM25, RRF)", h));
-        }
-        for (title, groups) in sections {
-            let rows = ordered_groups(groups);
-            out.push_str(&render_table(title, &rows, &KS, &KS));
-        }
+        let arms = [
+            Some(&self.dense),
+            self.lexical.as_ref(),
+            self.hybrid.as_ref(),
+        ];
+        out.push_str(&render_arms(&self.config, arms, ordered_groups, &KS, &KS));
         out
     }
 

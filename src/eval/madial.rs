@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::metrics::{Accumulator, GroupReport, OVERALL};
-use super::{dense_title, render_table, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+use super::{render_arms, secs, ConfigReport, Doc, Harness, Query, WallTimes};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [1, 3, 5, 10];
@@ -94,28 +94,30 @@ impl Report {
             self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
-        let mut sections = vec![(dense_title(&self.config), &self.dense)];
-        if let Some(l) = &self.lexical {
-            sections.push(("lexical (BM25 alone, ablation)", l));
-        }
-        if let Some(h) = &self.hybrid {
-            sections.push(("hybrid (dense + BM25, RRF)", h));
-        }
-        for (title, groups) in sections {
-            let mut rows: Vec<(String, &GroupReport)> = Vec::new();
-            if let Some(g) = groups.get(OVERALL) {
-                rows.push((OVERALL.to_string(), g));
-            }
-            rows.extend(
-                groups
-                    .iter()
-                    .filter(|(n, _)| n.as_str() != OVERALL)
-                    .map(|(n, g)| (n.clone(), g)),
-            );
-            out.push_str(&render_table(title, &rows, &KS, &[5, 10]));
-        }
+        let arms = [
+            Some(&self.dense),
+            self.lexical.as_ref(),
+            self.hybrid.as_ref(),
+        ];
+        out.push_str(&render_arms(
+            &self.config,
+            arms,
+            overall_first,
+            &KS,
+            &[5, 10],
+        ));
         out
     }
+}
+
+/// `overall` first, then users in name order.
+fn overall_first(groups: &BTreeMap<String, GroupReport>) -> Vec<(String, &GroupReport)> {
+    let overall = groups.get(OVERALL).map(|g| (OVERALL.to_string(), g));
+    let users = groups
+        .iter()
+        .filter(|(n, _)| n.as_str() != OVERALL)
+        .map(|(n, g)| (n.clone(), g));
+    overall.into_iter().chain(users).collect()
 }
 
 /// Reads a JSON-lines file.

@@ -496,6 +496,29 @@ fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
+/// Renders every arm present (dense, then BM25 alone and hybrid when run) as tables, with the
+/// groups of each arm ordered by `order`.
+pub(crate) fn render_arms<'a>(
+    config: &ConfigReport,
+    arms: [Option<&'a std::collections::BTreeMap<String, metrics::GroupReport>>; 3],
+    order: impl Fn(
+        &'a std::collections::BTreeMap<String, metrics::GroupReport>,
+    ) -> Vec<(String, &'a metrics::GroupReport)>,
+    ks: &[usize],
+    all_ks: &[usize],
+) -> String {
+    let titles = [
+        dense_title(config),
+        "lexical (BM25 alone, ablation)",
+        "hybrid (dense + BM25, RRF)",
+    ];
+    titles
+        .iter()
+        .zip(arms)
+        .filter_map(|(title, groups)| groups.map(|g| render_table(title, &order(g), ks, all_ks)))
+        .collect()
+}
+
 /// Renders a table: one row per group, one column per `(label, k)`.
 fn render_table(
     title: &str,

@@ -26,7 +26,7 @@ use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
 use crate::index::vector::{exact_scores, top_k, IdSet};
 use crate::model::{EventStatus, StoredEvent, Timestamp};
-use crate::rank::{Breakdown, Prior, RankConfig};
+use crate::rank::{Breakdown, RankConfig};
 
 /// How recall chooses between exact scoring and HNSW.
 #[derive(Debug, Clone, PartialEq)]
@@ -274,6 +274,10 @@ fn choose_and_rank(
     entries: &[Arc<Entry>],
     k: usize,
 ) -> (Vec<(u32, f32)>, VectorPath) {
+    debug_assert!(
+        entries.windows(2).all(|w| w[0].doc < w[1].doc),
+        "entries sorted by id"
+    );
     let n = entries.len();
     let total = ctx.shared.hnsw.load().len().max(1);
     let use_hnsw =
@@ -307,8 +311,6 @@ fn hnsw_rank(
     k: usize,
 ) -> Option<Vec<(u32, f32)>> {
     let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
-    let priors: std::collections::HashMap<u32, Prior> =
-        entries.iter().map(|e| (e.doc, e.prior())).collect();
     let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.load().len());
     let hnsw = ctx.shared.hnsw.load();
     let mut depth = (k * cfg.hnsw_oversample).max(k + 10);
@@ -321,7 +323,7 @@ fn hnsw_rank(
         if hits.len() < depth {
             return None;
         }
-        if let Some(done) = bounded_top_k(ctx, &hits, &priors, k) {
+        if let Some(done) = bounded_top_k(ctx, &hits, entries, k) {
             return Some(done);
         }
         depth *= 4;
@@ -329,20 +331,27 @@ fn hnsw_rank(
     None
 }
 
+/// The entry with internal id `doc` among `entries`, which are sorted by id (candidates are).
+fn entry_of(entries: &[Arc<Entry>], doc: u32) -> Option<&Arc<Entry>> {
+    entries
+        .binary_search_by_key(&doc, |e| e.doc)
+        .ok()
+        .map(|i| &entries[i])
+}
+
 /// The top k of `hits` if no unretrieved candidate can beat the k-th.
 fn bounded_top_k(
     ctx: &RankCtx<'_>,
     hits: &[(u32, f32)],
-    priors: &std::collections::HashMap<u32, Prior>,
+    entries: &[Arc<Entry>],
     k: usize,
 ) -> Option<Vec<(u32, f32)>> {
     let ids: Vec<u32> = hits.iter().map(|(id, _)| *id).collect();
     let totals: Vec<f32> = hits
         .iter()
         .map(|(id, cos)| {
-            priors
-                .get(id)
-                .map_or(f32::MIN, |p| ctx.rank.score(*cos, p, ctx.now_ms))
+            entry_of(entries, *id)
+                .map_or(f32::MIN, |e| ctx.rank.score(*cos, &e.prior(), ctx.now_ms))
         })
         .collect();
     let best = top_k(&ids, &totals, k);
@@ -360,11 +369,10 @@ fn respond(
     ranked: Vec<(u32, f32)>,
     path: VectorPath,
 ) -> RecallResponse {
-    let by_doc: HashMap<u32, &Arc<Entry>> = entries.iter().map(|e| (e.doc, e)).collect();
     let vectors = ctx.shared.vectors.load();
     let results: Vec<Hit> = ranked
         .into_iter()
-        .filter_map(|(doc, score)| by_doc.get(&doc).map(|e| (e, score)))
+        .filter_map(|(doc, score)| entry_of(entries, doc).map(|e| (e, score)))
         .filter(|(e, _)| grant.can_see(&e.event))
         .map(|(e, score)| {
             let cos = vectors
