@@ -565,14 +565,16 @@ impl Engine {
         Ok(resp)
     }
 
-    /// Recall with a precomputed query vector (benchmarks, eval).
+    /// Recall with a precomputed query vector (benchmarks, eval); the vector is L2-normalised.
     pub fn recall_with_vector(
         &self,
         grant: &TenantGrant,
         req: &RecallRequest,
         query_vector: &[f32],
     ) -> Result<RecallResponse, Problem> {
-        crate::retrieve::recall(&self.shared, &self.config, grant, req, query_vector)
+        // Cosine scoring (and HNSW's 1 - dot distance) assume a unit query, as stored vectors are.
+        let query = normalized(query_vector.to_vec(), self.embedder.dim())?;
+        crate::retrieve::recall(&self.shared, &self.config, grant, req, &query)
     }
 
     /// One page of the timeline, ordered by `occurredAt`.

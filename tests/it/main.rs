@@ -6,6 +6,7 @@ mod crash;
 mod disk_full;
 mod eval_locomo;
 mod fuzz_inputs;
+mod hnsw_path;
 mod http_auth;
 mod http_governance;
 mod http_lifecycle;
