@@ -1,7 +1,11 @@
 //! Command-line and environment configuration, validated into the engine's configuration.
 //!
-//! Invariants: defaults < environment < flags (clap resolves env and flags); values are
-//! checked once here, so modules receive only valid settings.
+//! Invariants: defaults < config file < environment < flags. Clap resolves environment and
+//! flags; a TOML config file (`--config` or `EPISODIC_CONFIG`) is applied first by setting
+//! the environment variables it names that are not already set, so the same precedence holds
+//! and every setting has exactly one name in each layer (`data_dir` ↔ `EPISODIC_DATA_DIR` ↔
+//! `--data-dir`). Unknown keys in the file are an error. Values are checked once here, so
+//! modules receive only valid settings. Secrets (`admin_key`, `api_key`) are never printed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,7 +16,8 @@ use clap::Args;
 use crate::engine::EngineConfig;
 
 /// Settings of `episodic serve`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub struct ServeArgs {
     /// Directory holding the log, indexes and keys.
     #[arg(long, env = "EPISODIC_DATA_DIR", default_value = "./data/var")]
@@ -112,6 +117,84 @@ impl ServeArgs {
     }
 }
 
+/// Keys a config file may set that are not `serve` flags: secrets read from the environment.
+const SECRET_KEYS: [&str; 2] = ["admin_key", "api_key"];
+
+/// The environment variable a config-file key stands for.
+fn env_name(key: &str) -> String {
+    format!("EPISODIC_{}", key.to_ascii_uppercase())
+}
+
+/// Every key a config file may hold: the `serve` settings that have an environment name.
+pub fn config_keys() -> Vec<String> {
+    let cmd = <ServeArgs as Args>::augment_args(clap::Command::new("serve"));
+    let mut keys: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .filter_map(|e| e.to_str())
+        .filter_map(|e| e.strip_prefix("EPISODIC_"))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    keys.extend(SECRET_KEYS.iter().map(|s| s.to_string()));
+    keys.sort();
+    keys
+}
+
+/// Reads a TOML config file into `(ENV_NAME, value)` pairs, rejecting unknown keys and
+/// non-scalar values.
+pub fn read_config_file(path: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+    let known = config_keys();
+    let mut out = Vec::new();
+    for (key, value) in table {
+        anyhow::ensure!(
+            known.contains(&key),
+            "config file {}: unknown key {key:?} (known: {})",
+            path.display(),
+            known.join(", ")
+        );
+        let text = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => anyhow::bail!(
+                "config file {}: {key} must be a string, number or boolean, not {}",
+                path.display(),
+                other.type_str()
+            ),
+        };
+        out.push((env_name(&key), text));
+    }
+    Ok(out)
+}
+
+/// Applies a config file beneath the environment: sets each variable it names unless the
+/// environment already has it. Call before any thread starts.
+pub fn apply_config_file(path: &std::path::Path) -> anyhow::Result<()> {
+    for (name, value) in read_config_file(path)? {
+        if std::env::var_os(&name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
+    Ok(())
+}
+
+/// The effective settings as TOML, with secrets redacted.
+pub fn print_config(args: &ServeArgs) -> anyhow::Result<String> {
+    let mut table = toml::Table::try_from(args)?;
+    for key in SECRET_KEYS {
+        if std::env::var_os(env_name(key)).is_some_and(|v| !v.is_empty()) {
+            table.insert(key.to_string(), toml::Value::String("<redacted>".into()));
+        }
+    }
+    Ok(toml::to_string(&table)?)
+}
+
 fn parse_weights(s: &str) -> anyhow::Result<crate::rank::Weights> {
     let parts: Vec<f32> = s
         .split(',')
@@ -162,6 +245,29 @@ mod tests {
         assert!(parse_weights("1,2").is_err());
         assert!(parse_weights("1,2,x,4").is_err());
         assert!(parse_weights("1,-2,3,4").is_err());
+    }
+
+    #[test]
+    fn config_file_keys_match_flags_and_unknown_keys_fail() {
+        let keys = config_keys();
+        assert!(keys.contains(&"data_dir".to_string()));
+        assert!(keys.contains(&"rank_weights".to_string()));
+        let dir = tempfile::tempdir().expect("tmp");
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "data_dir = \"/srv/ep\"\nrefresh_ms = 250\n").expect("write");
+        let pairs = read_config_file(&good).expect("parses");
+        assert!(pairs.contains(&("EPISODIC_DATA_DIR".into(), "/srv/ep".into())));
+        assert!(pairs.contains(&("EPISODIC_REFRESH_MS".into(), "250".into())));
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "data_dri = \"/srv\"\n").expect("write");
+        let err = read_config_file(&bad).expect_err("unknown key").to_string();
+        assert!(
+            err.contains("data_dri") && err.contains("bad.toml"),
+            "{err}"
+        );
+        let nested = dir.path().join("nested.toml");
+        std::fs::write(&nested, "[data_dir]\nx = 1\n").expect("write");
+        assert!(read_config_file(&nested).is_err());
     }
 
     #[test]

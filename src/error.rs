@@ -110,7 +110,7 @@ impl ErrorCode {
 }
 
 /// One field-level validation problem.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     /// JSON path of the field, e.g. `retention.expiresAt` or `sourceRefs[2]`.
     pub field: String,

@@ -30,3 +30,5 @@ pub mod policy;
 pub mod rank;
 pub mod retrieve;
 pub mod store;
+pub mod telemetry;
+pub mod transfer;

@@ -15,6 +15,12 @@ use episodic::engine::Engine;
 #[derive(Parser)]
 #[command(name = "episodic", version, about = "Long-term episodic memory server")]
 struct Cli {
+    /// TOML file of settings (keys as in `print-config`); environment and flags override it.
+    #[arg(long, global = true, env = "EPISODIC_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, env = "EPISODIC_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -23,6 +29,12 @@ struct Cli {
 enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
+    /// Print the effective settings (defaults, config file, environment, flags) as TOML, secrets redacted.
+    PrintConfig(ServeArgs),
+    /// Import a JSONL file of events into one tenant through validation and the write policy (server stopped).
+    Import(episodic::transfer::ImportArgs),
+    /// Export one tenant's events as JSONL, optionally with vectors (server stopped).
+    Export(episodic::transfer::ExportArgs),
     /// Measure retrieval quality on a public benchmark (LoCoMo, MADial-Bench).
     Eval(episodic::eval::EvalArgs),
     /// Physically purge deleted, erased and expired content (stop the server first).
@@ -33,26 +45,9 @@ enum Command {
     },
 }
 
-/// Stands in for the model in offline maintenance, which never embeds.
-struct OfflineEmbedder;
-
-impl episodic::embed::Embedder for OfflineEmbedder {
-    fn model_id(&self) -> &str {
-        "offline"
-    }
-    fn dim(&self) -> usize {
-        episodic::embed::EMBEDDING_DIM
-    }
-    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, episodic::embed::EmbedError> {
-        Err(episodic::embed::EmbedError::Runtime(
-            "offline maintenance does not embed".into(),
-        ))
-    }
-}
-
 fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     let config = episodic::engine::EngineConfig::new(data_dir);
-    let engine = Engine::open(config, Arc::new(OfflineEmbedder))?;
+    let engine = Engine::open(config, Arc::new(episodic::embed::OfflineEmbedder))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -64,17 +59,53 @@ fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+/// The config file named by `--config` or `EPISODIC_CONFIG`, found before clap parses (clap
+/// reads the environment the file feeds).
+fn config_path_from_args() -> Option<std::path::PathBuf> {
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy();
+        if text == "--config" {
+            return args.next().map(Into::into);
+        }
+        if let Some(path) = text.strip_prefix("--config=") {
+            return Some(path.into());
+        }
+    }
+    std::env::var_os("EPISODIC_CONFIG").map(Into::into)
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,tantivy=warn".into());
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,tantivy=warn".into()),
-        )
-        .init();
+        .with_env_filter(filter);
+    if format == "json" {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> ExitCode {
+    if let Some(path) = config_path_from_args() {
+        if let Err(e) = episodic::config::apply_config_file(&path) {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    }
     let cli = Cli::parse();
+    init_logging(&cli.log_format);
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::PrintConfig(args) => {
+            episodic::config::print_config(&args).map(|text| print!("{text}"))
+        }
+        Command::Import(args) => import(args),
+        Command::Export(args) => episodic::transfer::export(args).map(|n| {
+            eprintln!("exported {n} events");
+        }),
         Command::Compact { data_dir } => compact(data_dir),
         Command::Eval(args) => episodic::eval::run(args),
     };
@@ -85,6 +116,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn import(args: episodic::transfer::ImportArgs) -> anyhow::Result<()> {
+    let summary = episodic::transfer::import(args)?;
+    eprintln!(
+        "imported {} lines: {} allowed, {} review, {} unchanged, {} denied, {} invalid, {} failed",
+        summary.lines,
+        summary.allowed,
+        summary.review,
+        summary.unchanged,
+        summary.denied.len(),
+        summary.invalid.len(),
+        summary.failed.len()
+    );
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

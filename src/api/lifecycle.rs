@@ -10,6 +10,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
+use super::openapi::{AuditPage, ErasureBody, HistoryResponse, ProblemDoc};
 use super::AppState;
 use crate::audit::AuditQuery;
 use crate::auth::roles;
@@ -20,6 +21,20 @@ use crate::model::Timestamp;
 const MAX_AUDIT_LIMIT: usize = 1000;
 
 /// `DELETE /v1/events/{eventId}` (operator): a deletion receipt.
+#[utoipa::path(
+    delete,
+    path = "/v1/events/{eventId}",
+    tag = "events",
+    summary = "Delete an event (idempotent receipt)",
+    params(("eventId" = String, Path, description = "Event id")),
+    responses(
+        (status = 200, description = "deletion receipt", body = crate::engine::Receipt),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "no such event", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn delete_event(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -31,6 +46,23 @@ pub async fn delete_event(
 }
 
 /// `POST /v1/erasure` (operator), body `{"actorId"}`: an erasure receipt.
+#[utoipa::path(
+    post,
+    path = "/v1/erasure",
+    tag = "governance",
+    summary = "Erase an actor's deletable events",
+    request_body = ErasureBody,
+    responses(
+        (status = 200, description = "erasure receipt", body = crate::engine::ErasureReceipt),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn erasure(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -67,6 +99,18 @@ fn parse_erasure(body: &Value) -> Result<String, Problem> {
 }
 
 /// `POST /v1/admin/compact` (operator): physical purge; lists the tenant's purged ids.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/compact",
+    tag = "admin",
+    summary = "Physically purge deleted, erased and expired content",
+    responses(
+        (status = 200, description = "what was purged", body = crate::engine::CompactReport),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn compact(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -77,6 +121,27 @@ pub async fn compact(
 }
 
 /// `GET /v1/audit?eventId=&action=&from=&to=&limit=&cursor=` (operator).
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    tag = "governance",
+    summary = "The tenant's audit trail, paginated",
+    params(
+        ("eventId" = Option<String>, Query, description = "Only entries mentioning this event"),
+        ("action" = Option<String>, Query, description = "Only this action"),
+        ("from" = Option<String>, Query, description = "Inclusive lower bound (RFC 3339)"),
+        ("to" = Option<String>, Query, description = "Exclusive upper bound (RFC 3339)"),
+        ("limit" = Option<u32>, Query, description = "Page size, 1-1000 (default 100)"),
+        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "a page of entries", body = AuditPage),
+        (status = 422, description = "bad parameter", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn audit(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -92,6 +157,20 @@ pub async fn audit(
 }
 
 /// `GET /v1/events/{eventId}/history` (reader): the life of one event.
+#[utoipa::path(
+    get,
+    path = "/v1/events/{eventId}/history",
+    tag = "events",
+    summary = "An event's history: decision, reads, supersession, deletion",
+    params(("eventId" = String, Path, description = "Event id")),
+    responses(
+        (status = 200, description = "current state and audit entries", body = HistoryResponse),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "no such event", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn history(
     State(state): State<AppState>,
     Auth(principal): Auth,

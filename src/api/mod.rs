@@ -6,8 +6,11 @@
 //! `/readyz` only once it is ready.
 
 mod extract;
+mod langchain;
 mod lifecycle;
 mod observe;
+pub mod openapi;
+mod ops;
 pub mod problem;
 mod reviews;
 mod routes;
@@ -15,10 +18,12 @@ mod routes;
 use std::sync::{Arc, OnceLock};
 
 use axum::http::{HeaderName, Request};
-use axum::routing::{delete, get, post};
 use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::KeyStore;
 use crate::engine::Engine;
@@ -47,31 +52,43 @@ impl AppState {
     }
 }
 
-/// The complete router.
-pub fn router(state: AppState) -> Router {
+/// The complete router and the OpenAPI document describing it.
+pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
+    crate::telemetry::init();
+    let (api, spec) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(routes::healthz))
+        .routes(routes!(routes::readyz))
+        .routes(routes!(routes::write_event))
+        .routes(routes!(observe::observe))
+        .routes(routes!(routes::get_event, lifecycle::delete_event))
+        .routes(routes!(lifecycle::history))
+        .routes(routes!(lifecycle::erasure))
+        .routes(routes!(reviews::list))
+        .routes(routes!(reviews::approve))
+        .routes(routes!(reviews::reject))
+        .routes(routes!(lifecycle::audit))
+        .routes(routes!(lifecycle::compact))
+        .routes(routes!(routes::recall))
+        .routes(routes!(routes::timeline))
+        .routes(routes!(langchain::retrieve))
+        .routes(routes!(routes::create_key, routes::list_keys))
+        .routes(routes!(routes::revoke_key))
+        .routes(routes!(routes::get_policy))
+        .routes(routes!(routes::replay_policy))
+        .routes(routes!(ops::openapi_json))
+        .routes(routes!(ops::docs_page))
+        .routes(routes!(ops::docs_asset))
+        .routes(routes!(ops::metrics))
+        .split_for_parts();
+    let spec = openapi::finish(spec);
     let request_id = HeaderName::from_static("x-request-id");
-    Router::new()
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(routes::readyz))
-        .route("/v1/events", post(routes::write_event))
-        .route("/v1/observe", post(observe::observe))
-        .route("/v1/events/{event_id}", get(routes::get_event).delete(lifecycle::delete_event))
-        .route("/v1/events/{event_id}/history", get(lifecycle::history))
-        .route("/v1/erasure", post(lifecycle::erasure))
-        .route("/v1/reviews", get(reviews::list))
-        .route("/v1/reviews/{event_id}/approve", post(reviews::approve))
-        .route("/v1/reviews/{event_id}/reject", post(reviews::reject))
-        .route("/v1/audit", get(lifecycle::audit))
-        .route("/v1/admin/compact", post(lifecycle::compact))
-        .route("/v1/recall", post(routes::recall))
-        .route("/v1/timeline", get(routes::timeline))
-        .route("/v1/admin/keys", post(routes::create_key).get(routes::list_keys))
-        .route("/v1/admin/keys/{key_id}", delete(routes::revoke_key))
-        .route("/v1/admin/policy", get(routes::get_policy))
-        .route("/v1/admin/policy/replay", post(routes::replay_policy))
+    let spec_json = ops::SpecJson::new(&spec);
+    let router = api
+        .layer(axum::Extension(spec_json))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
+        .layer(axum::middleware::from_fn(ops::observe_request))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let rid = req
@@ -80,6 +97,12 @@ pub fn router(state: AppState) -> Router {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("-");
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
-        }))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        }).on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid));
+    (router, spec)
+}
+
+/// The complete router.
+pub fn router(state: AppState) -> Router {
+    router_and_spec(state).0
 }

@@ -12,6 +12,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
+use super::openapi::{ObserveBody, ObserveResponse, ProblemDoc};
 use super::routes::write_body;
 use super::AppState;
 use crate::auth::roles;
@@ -21,6 +22,25 @@ use crate::model::Timestamp;
 use crate::observe::{candidate_body, parse_interaction, prepare, Observer};
 
 /// `POST /v1/observe`.
+#[utoipa::path(
+    post,
+    path = "/v1/observe",
+    tag = "events",
+    summary = "Classify an interaction; write a candidate event through the policy",
+    request_body = ObserveBody,
+    responses(
+        (status = 200, description = "ignored: nothing stored", body = ObserveResponse),
+        (status = 201, description = "candidate written", body = ObserveResponse),
+        (status = 202, description = "candidate held for review", body = ObserveResponse),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn observe(
     State(state): State<AppState>,
     Auth(principal): Auth,

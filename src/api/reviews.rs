@@ -11,10 +11,28 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, OptionalJsonBody};
+use super::openapi::{ProblemDoc, ReviewList, ReviewNote};
 use super::AppState;
 use crate::error::{FieldError, Problem};
 
 /// `GET /v1/reviews?status=pending&limit=`.
+#[utoipa::path(
+    get,
+    path = "/v1/reviews",
+    tag = "governance",
+    summary = "Pending reviews of the tenant",
+    params(
+        ("status" = Option<String>, Query, description = "Only `pending` is supported"),
+        ("limit" = Option<u32>, Query, description = "1-1000 (default 100)"),
+    ),
+    responses(
+        (status = 200, description = "pending events", body = ReviewList),
+        (status = 422, description = "bad parameter", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -105,6 +123,26 @@ async fn decide(
 }
 
 /// `POST /v1/reviews/{eventId}/approve`.
+#[utoipa::path(
+    post,
+    path = "/v1/reviews/{eventId}/approve",
+    tag = "governance",
+    summary = "Approve a pending event (approver role; never your own write)",
+    params(("eventId" = String, Path, description = "Event id")),
+    request_body(content = Option<ReviewNote>, description = "Optional note"),
+    responses(
+        (status = 200, description = "decided", body = crate::engine::ReviewOutcome),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "no such pending event", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "not pending", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn approve(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -115,6 +153,26 @@ pub async fn approve(
 }
 
 /// `POST /v1/reviews/{eventId}/reject`.
+#[utoipa::path(
+    post,
+    path = "/v1/reviews/{eventId}/reject",
+    tag = "governance",
+    summary = "Reject a pending event (approver role; never your own write)",
+    params(("eventId" = String, Path, description = "Event id")),
+    request_body(content = Option<ReviewNote>, description = "Optional note"),
+    responses(
+        (status = 200, description = "decided", body = crate::engine::ReviewOutcome),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "no such pending event", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "not pending", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn reject(
     State(state): State<AppState>,
     Auth(principal): Auth,

@@ -12,6 +12,10 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
+use super::openapi::{
+    Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, RecallBody, ReplayBody, Revoked,
+    WriteResponse,
+};
 use super::AppState;
 use crate::auth::{roles, Limits};
 use crate::engine::WriteOutcome;
@@ -21,11 +25,32 @@ use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
 
 /// `GET /healthz`: the process is up.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "ops",
+    summary = "Liveness: the process is up",
+    security(()),
+    responses(
+        (status = 200, description = "up", body = Health)
+    )
+)]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// `GET /readyz`: model loaded and indexes open.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "ops",
+    summary = "Readiness: model loaded and indexes open",
+    security(()),
+    responses(
+        (status = 200, description = "ready", body = Health),
+        (status = 503, description = "still loading", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     let engine = state.engine()?;
     let stats = engine.stats();
@@ -52,6 +77,26 @@ fn refresh_param(params: &HashMap<String, String>) -> Result<bool, Problem> {
 }
 
 /// `POST /v1/events`.
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    tag = "events",
+    summary = "Write an event through validation and the write policy",
+    request_body = crate::model::EventInput,
+    params(("refresh" = Option<String>, Query, description = "`wait_for`: answer once the event is in the committed scope index")),
+    responses(
+        (status = 201, description = "allowed and durable", body = WriteResponse),
+        (status = 202, description = "durable, held for review", body = WriteResponse),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "idempotency or supersession conflict", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed or denied by policy (`policy_denied`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn write_event(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -88,6 +133,20 @@ pub(super) fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
 }
 
 /// `GET /v1/events/{eventId}`.
+#[utoipa::path(
+    get,
+    path = "/v1/events/{eventId}",
+    tag = "events",
+    summary = "Read one event",
+    params(("eventId" = String, Path, description = "Event id")),
+    responses(
+        (status = 200, description = "the event", body = crate::model::StoredEvent),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "no such event in the key's tenant and grant", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn get_event(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -99,6 +158,23 @@ pub async fn get_event(
 }
 
 /// `POST /v1/recall`.
+#[utoipa::path(
+    post,
+    path = "/v1/recall",
+    tag = "recall",
+    summary = "Scope-first hybrid recall; hits with score breakdowns and evidence blocks",
+    request_body = RecallBody,
+    responses(
+        (status = 200, description = "ranked hits and evidence", body = crate::retrieve::RecallResponse),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn recall(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -111,6 +187,30 @@ pub async fn recall(
 }
 
 /// `GET /v1/timeline`.
+#[utoipa::path(
+    get,
+    path = "/v1/timeline",
+    tag = "recall",
+    summary = "Events in scope ordered by occurredAt",
+    params(
+        ("actorId" = Option<String>, Query, description = "Only this actor"),
+        ("projectId" = Option<String>, Query, description = "Only this project"),
+        ("eventType" = Option<String>, Query, description = "Only this type"),
+        ("from" = Option<String>, Query, description = "Inclusive lower bound on occurredAt (RFC 3339)"),
+        ("to" = Option<String>, Query, description = "Exclusive upper bound on occurredAt (RFC 3339)"),
+        ("limit" = Option<u32>, Query, description = "Page size, 1-1000 (default 100)"),
+        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page"),
+        ("includeSuperseded" = Option<bool>, Query, description = "Also list superseded events"),
+        ("asOf" = Option<String>, Query, description = "As memory stood at this recorded time"),
+    ),
+    responses(
+        (status = 200, description = "a page", body = crate::retrieve::TimelinePage),
+        (status = 422, description = "bad parameter", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn timeline(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -236,6 +336,23 @@ fn valid_name(s: &str) -> bool {
 }
 
 /// `POST /v1/admin/keys` (admin).
+#[utoipa::path(
+    post,
+    path = "/v1/admin/keys",
+    tag = "admin",
+    summary = "Create a tenant key (the secret is shown once)",
+    request_body = NewKeyBody,
+    responses(
+        (status = 201, description = "created", body = KeyRecordDoc),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn create_key(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -260,6 +377,17 @@ pub async fn create_key(
 }
 
 /// `GET /v1/admin/keys` (admin): records without secrets.
+#[utoipa::path(
+    get,
+    path = "/v1/admin/keys",
+    tag = "admin",
+    summary = "List keys without secrets",
+    responses(
+        (status = 200, description = "every key", body = KeyList),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn list_keys(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -275,6 +403,20 @@ pub async fn list_keys(
 }
 
 /// `DELETE /v1/admin/keys/{keyId}` (admin): revoke.
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/keys/{keyId}",
+    tag = "admin",
+    summary = "Revoke a key",
+    params(("keyId" = String, Path, description = "Key id")),
+    responses(
+        (status = 200, description = "revoked", body = Revoked),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "no such key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn revoke_key(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -310,6 +452,18 @@ pub async fn method_not_allowed() -> Problem {
 }
 
 /// `GET /v1/admin/policy` (admin): the write policy in force.
+#[utoipa::path(
+    get,
+    path = "/v1/admin/policy",
+    tag = "admin",
+    summary = "The write policy in force",
+    responses(
+        (status = 200, description = "the versioned policy", body = Object),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn get_policy(
     State(state): State<AppState>,
     Auth(principal): Auth,
@@ -319,6 +473,23 @@ pub async fn get_policy(
 }
 
 /// `POST /v1/admin/policy/replay` (admin), body `{policy, dryRun}`: re-decide stored events.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/policy/replay",
+    tag = "admin",
+    summary = "Re-decide stored events under a candidate policy (dry run or apply)",
+    request_body = ReplayBody,
+    responses(
+        (status = 200, description = "what changed or would change", body = crate::engine::ReplayReport),
+        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+    )
+)]
 pub async fn replay_policy(
     State(state): State<AppState>,
     Auth(principal): Auth,

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::model::Timestamp;
 
 /// One audited action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     /// Position in the trail (assigned when appended).
@@ -31,6 +31,7 @@ pub struct AuditEntry {
     pub event_ids: Vec<String>,
     /// Action-specific detail (decision, scope, reason, content hash).
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub detail: Value,
 }
 

@@ -166,6 +166,7 @@ impl Embedder for FastEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let started = std::time::Instant::now();
         // Sort by length so each batch pads little, then put results back in input order.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
@@ -176,6 +177,7 @@ impl Embedder for FastEmbedder {
                 slots[i] = Some(v);
             }
         }
+        crate::telemetry::embedded(texts.len(), started.elapsed());
         let out: Vec<Vec<f32>> = slots.into_iter().flatten().collect();
         if out.len() != texts.len() {
             return Err(EmbedError::Count {

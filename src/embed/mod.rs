@@ -125,3 +125,21 @@ mod tests {
         assert!(s.contains("models/files/model.onnx") && s.contains("bash models/fetch.sh"));
     }
 }
+
+/// Stands in for the model in offline maintenance (compaction, export), which never embeds;
+/// any call to embed fails loudly rather than returning a made-up vector.
+pub struct OfflineEmbedder;
+
+impl Embedder for OfflineEmbedder {
+    fn model_id(&self) -> &str {
+        "offline"
+    }
+    fn dim(&self) -> usize {
+        EMBEDDING_DIM
+    }
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError::Runtime(
+            "offline maintenance does not embed".into(),
+        ))
+    }
+}

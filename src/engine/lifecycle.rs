@@ -25,7 +25,7 @@ use crate::store::record::{
 };
 
 /// Proof of a deletion.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Receipt {
     /// The deleted event.
@@ -48,7 +48,7 @@ pub enum DeleteReply {
 }
 
 /// An event an erasure kept, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Kept {
     /// The kept event.
@@ -58,7 +58,7 @@ pub struct Kept {
 }
 
 /// Proof of an erasure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErasureReceipt {
     /// The actor erased.
@@ -74,7 +74,7 @@ pub struct ErasureReceipt {
 }
 
 /// What a compaction did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactReport {
     /// When.

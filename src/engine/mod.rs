@@ -11,6 +11,7 @@
 //! - events with internal id ≥ `watermark` are not yet committed in tantivy and are matched
 //!   in memory with the same predicate, so acknowledged writes are recallable at once.
 
+mod export;
 mod lexical;
 mod lifecycle;
 mod open;
@@ -30,6 +31,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+pub use export::ExportedEvent;
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
@@ -381,6 +383,7 @@ impl Engine {
             ));
         }
         let decision = self.config.policy.decide(&input, grant.tenant(), now);
+        crate::telemetry::policy_decision(decision.outcome());
         if let Decision::Deny { reason } = &decision {
             let detail = format!(
                 "write policy {} denied the event: {reason}",
@@ -455,6 +458,7 @@ impl Engine {
 
     async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Problem> {
         let (tx, rx) = oneshot::channel();
+        let _queued = crate::telemetry::QueueGuard::enter();
         self.tx
             .send(Command::Put(Box::new(pending), tx))
             .map_err(|_| writer_gone())?;
@@ -604,6 +608,7 @@ impl Engine {
     /// Sends a command built around a reply channel and awaits the writer's answer.
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Problem> {
         let (tx, rx) = oneshot::channel();
+        let _queued = crate::telemetry::QueueGuard::enter();
         self.tx.send(make(tx)).map_err(|_| writer_gone())?;
         rx.await.map_err(|_| writer_gone())
     }

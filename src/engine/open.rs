@@ -29,6 +29,7 @@ use crate::store::record::{decode, Record};
 pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
     let paths = Paths::new(&config.data_dir);
     create_dirs(&paths)?;
+    let dir_lock = lock_data_dir(&config.data_dir)?;
     let (log, recovery) =
         Log::open(&paths.log).with_context(|| format!("opening log {}", paths.log.display()))?;
     if recovery.truncated_bytes > 0 {
@@ -63,7 +64,30 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         events = shared.table.read().live(),
         "engine recovered from the log"
     );
-    start(shared, log, audit_log, config, embedder)
+    start(shared, log, audit_log, config, embedder, dir_lock)
+}
+
+/// Takes the data directory's exclusive lock, so a second process (a second server, or an
+/// offline import, export or compaction while the server runs) fails clearly instead of
+/// writing the same log. The kernel releases it when the process dies.
+fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = data_dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "data directory {} is in use by another episodic process (stop the server first)",
+            data_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
 }
 
 fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
@@ -218,12 +242,17 @@ fn start(
     audit_log: Log,
     config: EngineConfig,
     embedder: Arc<dyn Embedder>,
+    dir_lock: std::fs::File,
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
     let writer = Writer::new(Arc::clone(&shared), log, audit_log, config.writer.clone());
     let handle = std::thread::Builder::new()
         .name("episodic-writer".into())
-        .spawn(move || writer.run(&rx))
+        .spawn(move || {
+            // The directory stays locked exactly as long as this thread can write.
+            let _dir_lock = dir_lock;
+            writer.run(&rx);
+        })
         .context("spawning the writer thread")?;
     let cpu = CpuPool::new(config.cpu_threads).context("building the cpu pool")?;
     Ok(Engine {

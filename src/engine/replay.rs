@@ -21,7 +21,7 @@ use crate::policy::WritePolicy;
 use crate::store::record::{encode, DeleteReason, Record, RequeueRecord};
 
 /// One event whose fate would change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Verdict {
     /// Tenant.
@@ -33,7 +33,7 @@ pub struct Verdict {
 }
 
 /// What a replay found (and did).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayReport {
     /// The candidate's version.

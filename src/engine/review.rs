@@ -17,7 +17,7 @@ use crate::model::{Decision, EventStatus, Timestamp};
 use crate::store::record::{encode, Record, ReviewRecord};
 
 /// The result of a review decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewOutcome {
     /// The reviewed event.

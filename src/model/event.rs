@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::time::Timestamp;
 
 /// Where an event's evidence came from (the seed's `sourceTrust`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceTrust {
     /// Said by the user.
@@ -47,7 +47,7 @@ impl SourceTrust {
 }
 
 /// How sure the writer is that the event happened as summarised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Confidence {
     /// Low.
@@ -73,7 +73,19 @@ impl Confidence {
 }
 
 /// Privacy class of the event's content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PrivacyClass {
     /// Public.
@@ -107,7 +119,7 @@ impl PrivacyClass {
 }
 
 /// Lifecycle status of a stored event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventStatus {
     /// Admitted and retrievable.
@@ -130,7 +142,7 @@ impl EventStatus {
 }
 
 /// Retention rule of one event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Retention {
     /// After this time the event is never returned.
@@ -141,7 +153,7 @@ pub struct Retention {
 }
 
 /// A write-policy decision (the seed's `EpisodicWriteDecision`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "decision", rename_all = "lowercase")]
 pub enum Decision {
     /// Store and make retrievable.
@@ -164,8 +176,19 @@ pub enum Decision {
     },
 }
 
+impl Decision {
+    /// `allow`, `deny` or `review`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Decision::Allow { .. } => "allow",
+            Decision::Deny { .. } => "deny",
+            Decision::Review { .. } => "review",
+        }
+    }
+}
+
 /// A validated client write, before the server adds its own fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventInput {
     /// Client-chosen id (makes the write idempotent), if any.
@@ -199,7 +222,7 @@ pub struct EventInput {
 }
 
 /// An event as stored in the log and returned to clients.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredEvent {
     /// Unique within the tenant.

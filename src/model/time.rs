@@ -11,6 +11,19 @@ use time::OffsetDateTime;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(OffsetDateTime);
 
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some("RFC 3339 date-time, normalised to UTC"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timestamp {}
+
 impl Timestamp {
     /// The current time.
     pub fn now() -> Self {

@@ -52,7 +52,7 @@ impl Default for RankConfig {
 }
 
 /// Why a hit scored what it did: weighted contributions that sum to `score`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Breakdown {
     /// Weighted relevance contribution.

@@ -27,6 +27,7 @@ use crate::index::scope::{matches, ScopeFilter};
 use crate::index::vector::{exact_scores, top_k, IdSet};
 use crate::model::{EventStatus, StoredEvent, Timestamp};
 use crate::rank::{Breakdown, RankConfig};
+use crate::telemetry;
 
 /// How recall chooses between exact scoring and HNSW.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +54,7 @@ impl Default for RecallConfig {
 }
 
 /// Which vector path answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VectorPath {
     /// Every candidate scored.
@@ -64,8 +65,19 @@ pub enum VectorPath {
     HnswFallbackExact,
 }
 
+impl VectorPath {
+    /// The snake_case name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VectorPath::Exact => "exact",
+            VectorPath::Hnsw => "hnsw",
+            VectorPath::HnswFallbackExact => "hnsw_fallback_exact",
+        }
+    }
+}
+
 /// One ranked hit.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Hit {
     /// The event.
@@ -82,7 +94,7 @@ pub struct Hit {
 }
 
 /// The recall answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResponse {
     /// Hits, best first.
@@ -94,7 +106,7 @@ pub struct RecallResponse {
 }
 
 /// Explains the retrieval path.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallStats {
     /// Visible in-scope candidates.
@@ -104,7 +116,7 @@ pub struct RecallStats {
 }
 
 /// A page of the timeline.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimelinePage {
     /// Events ordered by `occurredAt` (then `eventId`).
@@ -240,6 +252,7 @@ pub fn recall(
     req: &RecallRequest,
     query: &[f32],
 ) -> Result<RecallResponse, Problem> {
+    let started = std::time::Instant::now();
     let filter = scope_filter(grant.tenant(), &req.scope);
     let ids = candidates(shared, &filter)?;
     let now = Timestamp::now();
@@ -256,8 +269,15 @@ pub fn recall(
         query,
         now_ms: now.unix_millis(),
     };
+    let scoped = std::time::Instant::now();
+    telemetry::recall_stage("scope", scoped - started);
     let (ranked, path) = choose_and_rank(&ctx, &config.recall, &entries, req.limit);
-    Ok(respond(&ctx, grant, &entries, &stale, ranked, path))
+    let scored = std::time::Instant::now();
+    telemetry::recall_stage("vector", scored - scoped);
+    telemetry::recall_path(path.as_str());
+    let response = respond(&ctx, grant, &entries, &stale, ranked, path);
+    telemetry::recall_stage("evidence", scored.elapsed());
+    Ok(response)
 }
 
 /// What every scoring path needs.

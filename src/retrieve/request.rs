@@ -20,7 +20,7 @@ pub const MAX_TIMELINE_LIMIT: usize = 500;
 pub const MAX_QUERY_BYTES: usize = 4096;
 
 /// Scope filters of a recall or timeline (all optional; lists are any-of).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scope {
     /// Actors.

@@ -142,6 +142,10 @@ impl App {
                 "error without problem+json: {value}"
             );
             assert_eq!(value["status"].as_u64(), Some(u64::from(status.as_u16())));
+            assert!(
+                value["requestId"].as_str().is_some_and(|r| !r.is_empty()),
+                "error without requestId: {value}"
+            );
         }
         (status, value)
     }

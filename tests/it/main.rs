@@ -1,5 +1,6 @@
 //! HTTP-level integration tests with the real embedding model.
 
+mod cli_transfer;
 mod common;
 mod corruption;
 mod crash;
@@ -9,8 +10,10 @@ mod fuzz_inputs;
 mod hnsw_path;
 mod http_auth;
 mod http_governance;
+mod http_langchain;
 mod http_lifecycle;
 mod http_observe;
+mod http_openapi;
 mod http_policy;
 mod http_recall;
 mod http_storage;

@@ -10,12 +10,12 @@ use serde_json::{json, Value};
 
 use crate::common::{event, model_dir};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
 
-fn spawn(data_dir: &Path, port: u16, models: &Path) -> Child {
+pub(crate) fn spawn(data_dir: &Path, port: u16, models: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_episodic"))
         .arg("serve")
         .env("EPISODIC_DATA_DIR", data_dir)
@@ -28,7 +28,7 @@ fn spawn(data_dir: &Path, port: u16, models: &Path) -> Child {
         .expect("spawn episodic")
 }
 
-fn wait_ready(client: &reqwest::blocking::Client, base: &str) {
+pub(crate) fn wait_ready(client: &reqwest::blocking::Client, base: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
         if let Ok(r) = client.get(format!("{base}/readyz")).send() {
@@ -41,7 +41,7 @@ fn wait_ready(client: &reqwest::blocking::Client, base: &str) {
     panic!("server not ready in time");
 }
 
-fn stop(mut child: Child) {
+pub(crate) fn stop(mut child: Child) {
     let pid = child.id().to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -1,0 +1,283 @@
+//! The OpenAPI 3.1 description of the HTTP API, generated from the handlers' annotations.
+//!
+//! Invariants: every JSON route is registered through `utoipa_axum::routes!`, so a route
+//! cannot exist without its operation in the spec; the few non-JSON routes (the docs and
+//! operator pages, the MCP endpoint) are added here by hand and a test checks the whole
+//! route list against the spec. Request bodies that handlers validate by hand (to report
+//! every field error at once) are described by the schema-only types below, which mirror
+//! the validators' accepted fields exactly.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::error::FieldError;
+use crate::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
+use crate::retrieve::Scope;
+
+/// Static document metadata; paths come from the router.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Episodic",
+        description = "Long-term episodic memory server: events with provenance, scope-first \
+                       hybrid recall returned as evidence, corrections, deletion and audit.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "events", description = "Write, read, correct and delete events"),
+        (name = "recall", description = "Scope-first retrieval and timelines"),
+        (name = "governance", description = "Reviews, erasure, audit"),
+        (name = "admin", description = "Keys, policy, compaction"),
+        (name = "ops", description = "Health, readiness, metrics, documentation"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An API key created by an admin (`POST /v1/admin/keys`)",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// An RFC 9457 problem: every error response has this shape.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProblemDoc {
+    /// `urn:episodic:problem:<code>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short human title of the code.
+    pub title: String,
+    /// HTTP status.
+    pub status: u16,
+    /// What went wrong in this request.
+    pub detail: String,
+    /// Stable snake_case error code (clients match on it).
+    pub code: String,
+    /// Every field-level problem, for `validation_failed`.
+    pub errors: Option<Vec<FieldError>>,
+    /// The request's `X-Request-ID`.
+    pub request_id: Option<String>,
+    /// Role the key lacks, for `forbidden`.
+    pub missing_role: Option<String>,
+}
+
+/// `GET /healthz` and `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` or `ready`.
+    pub status: String,
+    /// Live events (readiness only).
+    pub events: Option<usize>,
+}
+
+/// The answer to an accepted write.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteResponse {
+    /// The event's id.
+    pub event_id: String,
+    /// `active`, or `pending_review` for a 202.
+    pub status: EventStatus,
+    /// The write policy's decision.
+    pub decision: Decision,
+    /// The stored event (201 only).
+    pub event: Option<StoredEvent>,
+}
+
+/// `POST /v1/observe` body: one interaction to classify.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveBody {
+    /// The interaction text.
+    pub text: String,
+    /// `user`, `assistant`, `tool` or `system`.
+    pub role: String,
+    /// Who said or did it.
+    pub actor_id: String,
+    /// When (default: now).
+    pub occurred_at: Option<Timestamp>,
+    /// Where it came from (at least one).
+    pub source_refs: Vec<String>,
+    /// Trust of the source.
+    pub source_trust: SourceTrust,
+    /// Project.
+    pub project_id: Option<String>,
+    /// Resources it concerns.
+    pub resource_refs: Option<Vec<String>>,
+}
+
+/// `POST /v1/observe` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ObserveResponse {
+    /// `ignored` (nothing stored) or `candidate` (written through the policy).
+    pub outcome: String,
+    /// Why it was ignored.
+    pub reason: Option<String>,
+    /// The event candidate built from the interaction.
+    #[schema(value_type = Option<Object>)]
+    pub candidate: Option<Value>,
+    /// The classifier's evidence (rules and prototype similarities).
+    #[schema(value_type = Object)]
+    pub classification: Value,
+    /// The write's answer, as `POST /v1/events` gives it.
+    pub result: Option<WriteResponse>,
+}
+
+/// `POST /v1/recall` body.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallBody {
+    /// What to look for (1–4096 bytes).
+    pub query: String,
+    /// Scope filters; the tenant always comes from the key.
+    pub scope: Option<Scope>,
+    /// Hits to return, 1–100 (default 10).
+    pub limit: Option<u32>,
+    /// Also return superseded events.
+    pub include_superseded: Option<bool>,
+    /// Also return stale events, marked with `staleBy`.
+    pub include_stale: Option<bool>,
+    /// Answer as memory stood at this recorded time.
+    pub as_of: Option<Timestamp>,
+}
+
+/// `POST /v1/erasure` body.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErasureBody {
+    /// The actor whose events marked `deleteOnRequest` are erased.
+    pub actor_id: String,
+}
+
+/// Optional body of a review decision.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReviewNote {
+    /// Reviewer's note (at most 4096 bytes).
+    pub note: Option<String>,
+}
+
+/// One pending review.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReviewItem {
+    /// The pending event.
+    pub event: StoredEvent,
+    /// The decision that sent it to review.
+    pub decision: Decision,
+}
+
+/// `GET /v1/reviews` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReviewList {
+    /// Oldest first.
+    pub reviews: Vec<ReviewItem>,
+}
+
+/// `GET /v1/audit` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    /// Entries in sequence order.
+    pub entries: Vec<crate::audit::AuditEntry>,
+    /// Pass as `cursor` for the next page.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/events/{eventId}/history` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryResponse {
+    /// The event asked about.
+    pub event_id: String,
+    /// Its current state, if it still exists.
+    pub event: Option<StoredEvent>,
+    /// Every audit entry that mentions it.
+    pub history: Vec<crate::audit::AuditEntry>,
+}
+
+/// `POST /v1/admin/keys` body.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewKeyBody {
+    /// The tenant the key is bound to.
+    pub tenant_id: String,
+    /// Roles, e.g. `reader`, `writer`, `operator`, `approver` (never `admin`).
+    pub roles: Vec<String>,
+    /// Limit the key to these actors.
+    pub actor_ids: Option<Vec<String>>,
+    /// Highest privacy class the key may read (default `internal`).
+    pub max_privacy_class: Option<PrivacyClass>,
+}
+
+/// A key record (never the secret, except once at creation).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRecordDoc {
+    /// The secret, shown only in the creation answer.
+    pub key: Option<String>,
+    /// Key id.
+    pub key_id: String,
+    /// Bound tenant.
+    pub tenant_id: String,
+    /// Roles.
+    pub roles: Vec<String>,
+    /// Actor limit.
+    pub actor_ids: Option<Vec<String>>,
+    /// Privacy limit.
+    pub max_privacy_class: PrivacyClass,
+    /// Creation time (listing only).
+    pub created_at: Option<Timestamp>,
+    /// Revocation time (listing only).
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// `GET /v1/admin/keys` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyList {
+    /// Every key.
+    pub keys: Vec<KeyRecordDoc>,
+}
+
+/// `DELETE /v1/admin/keys/{keyId}` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Revoked {
+    /// The key.
+    pub key_id: String,
+    /// Always true.
+    pub revoked: bool,
+}
+
+/// `POST /v1/admin/policy/replay` body.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayBody {
+    /// A candidate write policy (same format as the `--policy` file).
+    #[schema(value_type = Object)]
+    pub policy: Value,
+    /// True to report only, false to apply.
+    pub dry_run: bool,
+}
+
+/// The spec as JSON, with the hand-described routes added.
+pub fn finish(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    api.info.version = env!("CARGO_PKG_VERSION").to_string();
+    api
+}

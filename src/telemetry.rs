@@ -1,0 +1,190 @@
+//! Metrics in the Prometheus text format, served at `/metrics`.
+//!
+//! Role: one process-wide recorder (the `metrics` facade with the Prometheus exporter's
+//! recorder) that the HTTP layer and the engine feed with counters, gauges and
+//! histograms; sizes of the log and indexes are read from disk when scraped.
+//!
+//! Invariants: recording never blocks or fails a request (the facade is lock-free and a
+//! missing recorder is a no-op); metric names and label sets are stable (dashboards match on
+//! them) and labels never carry ids, tenant names or text, so cardinality stays bounded
+//! (routes are the matched templates, not raw paths).
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::engine::Engine;
+
+/// Requests by route template, method and status.
+pub const HTTP_REQUESTS: &str = "episodic_http_requests_total";
+/// Request latency by route template and method, seconds.
+pub const HTTP_SECONDS: &str = "episodic_http_request_duration_seconds";
+/// Recall stage latency, seconds: `scope` (tantivy filter and visibility), `vector`
+/// (exact or HNSW scoring and ranking), `evidence` (breakdowns and evidence blocks).
+pub const RECALL_STAGE_SECONDS: &str = "episodic_recall_stage_seconds";
+/// Recalls by vector path (`exact`, `hnsw`, `hnsw_fallback_exact`).
+pub const RECALL_PATH: &str = "episodic_recall_path_total";
+/// Texts embedded.
+pub const EMBED_TEXTS: &str = "episodic_embed_texts_total";
+/// Embedder call latency, seconds (texts/s = rate of texts over rate of this sum).
+pub const EMBED_SECONDS: &str = "episodic_embed_seconds";
+/// Commands sent to the single writer and not yet answered.
+pub const WRITE_QUEUE: &str = "episodic_write_queue_depth";
+/// Write-policy decisions by outcome (`allow`, `review`, `deny`).
+pub const POLICY_DECISIONS: &str = "episodic_policy_decisions_total";
+
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process-wide recorder once and returns its handle.
+pub fn init() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new();
+        let builder = match builder.set_buckets(&LATENCY_BUCKETS) {
+            Ok(b) => b,
+            Err(_) => PrometheusBuilder::new(),
+        };
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("a metrics recorder was already installed; /metrics will be empty");
+        }
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests by route, method and status");
+    metrics::describe_histogram!(HTTP_SECONDS, metrics::Unit::Seconds, "HTTP request latency");
+    metrics::describe_histogram!(
+        RECALL_STAGE_SECONDS,
+        metrics::Unit::Seconds,
+        "recall stage latency: scope, vector, evidence"
+    );
+    metrics::describe_counter!(RECALL_PATH, "recalls by vector path");
+    metrics::describe_counter!(EMBED_TEXTS, "texts embedded");
+    metrics::describe_histogram!(
+        EMBED_SECONDS,
+        metrics::Unit::Seconds,
+        "embedder call latency"
+    );
+    metrics::describe_gauge!(WRITE_QUEUE, "writer commands waiting or in progress");
+    metrics::describe_counter!(POLICY_DECISIONS, "write-policy decisions by outcome");
+}
+
+/// Records one finished HTTP request.
+pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
+    let labels = [("route", route.to_string()), ("method", method.to_string())];
+    metrics::histogram!(HTTP_SECONDS, &labels).record(elapsed.as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "route" => route.to_string(), "method" => method.to_string(), "status" => status.to_string())
+        .increment(1);
+}
+
+/// Records one recall stage.
+pub fn recall_stage(stage: &'static str, elapsed: Duration) {
+    metrics::histogram!(RECALL_STAGE_SECONDS, "stage" => stage).record(elapsed.as_secs_f64());
+}
+
+/// Records which vector path answered a recall.
+pub fn recall_path(path: &'static str) {
+    metrics::counter!(RECALL_PATH, "path" => path).increment(1);
+}
+
+/// Records one embedder call.
+pub fn embedded(texts: usize, elapsed: Duration) {
+    metrics::counter!(EMBED_TEXTS).increment(texts as u64);
+    metrics::histogram!(EMBED_SECONDS).record(elapsed.as_secs_f64());
+}
+
+/// Tracks one command in the writer queue for as long as the guard lives.
+pub struct QueueGuard(());
+
+impl QueueGuard {
+    /// Counts a command in.
+    pub fn enter() -> QueueGuard {
+        metrics::gauge!(WRITE_QUEUE).increment(1.0);
+        QueueGuard(())
+    }
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(WRITE_QUEUE).decrement(1.0);
+    }
+}
+
+/// Records a write-policy decision.
+pub fn policy_decision(outcome: &'static str) {
+    metrics::counter!(POLICY_DECISIONS, "outcome" => outcome).increment(1);
+}
+
+/// The scrape body: recorded metrics plus engine gauges read now.
+pub fn render(engine: Option<&Engine>) -> String {
+    let mut out = init().render();
+    if let Some(engine) = engine {
+        out.push_str(&engine_gauges(engine));
+    }
+    out
+}
+
+fn engine_gauges(engine: &Engine) -> String {
+    let stats = engine.stats();
+    let paths = crate::engine::Paths::new(&engine.config().data_dir);
+    let mut s = String::new();
+    gauge(
+        &mut s,
+        "episodic_events",
+        "live events",
+        stats.events as f64,
+    );
+    gauge(
+        &mut s,
+        "episodic_hnsw_vectors",
+        "vectors in the HNSW graph",
+        stats.hnsw_len as f64,
+    );
+    let sizes = [
+        ("log", dir_bytes(paths.log.parent().unwrap_or(&paths.log))),
+        (
+            "audit",
+            dir_bytes(paths.audit.parent().unwrap_or(&paths.audit)),
+        ),
+        ("scope_index", dir_bytes(&paths.scope)),
+        ("hnsw_index", dir_bytes(&paths.hnsw)),
+    ];
+    s.push_str("# HELP episodic_storage_bytes bytes on disk by store\n");
+    s.push_str("# TYPE episodic_storage_bytes gauge\n");
+    for (store, bytes) in sizes {
+        s.push_str(&format!(
+            "episodic_storage_bytes{{store=\"{store}\"}} {bytes}\n"
+        ));
+    }
+    s
+}
+
+fn gauge(s: &mut String, name: &str, help: &str, value: f64) {
+    s.push_str(&format!(
+        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+    ));
+}
+
+/// Total size of the regular files under `dir` (0 when missing).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
