@@ -69,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/admin/keys/{key_id}", delete(routes::revoke_key))
         .route("/v1/admin/policy", get(routes::get_policy))
         .route("/v1/admin/policy/replay", post(routes::replay_policy))
+        .merge(crate::ui::routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
