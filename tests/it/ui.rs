@@ -310,7 +310,7 @@ impl Browser {
         self.cmd("POST", "/url", Some(json!({ "url": url })));
     }
 
-    fn js(&self, script: &str, args: Value) -> Value {
+    fn js(&self, script: &str, args: &Value) -> Value {
         self.cmd(
             "POST",
             "/execute/sync",
@@ -319,10 +319,10 @@ impl Browser {
     }
 
     /// Polls `script` (a function body returning a value) until it returns something truthy.
-    fn wait(&self, what: &str, script: &str, args: Value) -> Value {
+    fn wait(&self, what: &str, script: &str, args: &Value) -> Value {
         let deadline = Instant::now() + WAIT;
         loop {
-            let v = self.js(script, args.clone());
+            let v = self.js(script, args);
             let truthy = match &v {
                 Value::Null => false,
                 Value::Bool(b) => *b,
@@ -334,7 +334,7 @@ impl Browser {
                 return v;
             }
             if Instant::now() > deadline {
-                let body = self.js("return document.body.innerText", json!([]));
+                let body = self.js("return document.body.innerText", &json!([]));
                 panic!("timed out waiting for {what}; page text:\n{body}");
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -393,11 +393,11 @@ impl Browser {
             "return document.getElementById('detail-id').textContent === arguments[0]
                 && document.getElementById('detail-note').textContent !== 'loading…'
                 && document.querySelectorAll('#detail-history li.h').length >= arguments[1]",
-            json!([id, min]),
+            &json!([id, min]),
         );
         self.js(
             "return [...document.querySelectorAll('#detail-history li.h')].map(h => h.textContent)",
-            json!([]),
+            &json!([]),
         )
         .as_array()
         .expect("history")
@@ -513,7 +513,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.goto(&ui);
     browser.find("#login-form");
     assert_eq!(
-        browser.js("return document.title", json!([])),
+        browser.js("return document.title", &json!([])),
         "Episodic operator"
     );
 
@@ -523,7 +523,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.wait(
         "the login problem",
         "return !document.getElementById('login-problem').hidden",
-        json!([]),
+        &json!([]),
     );
     let problem = browser.text("#login-problem");
     assert!(problem.contains("unauthenticated"), "{problem}");
@@ -531,7 +531,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     assert_eq!(
         browser.js(
             "return sessionStorage.getItem('episodic.apiKey')",
-            json!([])
+            &json!([])
         ),
         Value::Null
     );
@@ -542,19 +542,19 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.wait(
         "timeline rows",
         "return document.querySelectorAll('#timeline-rows tr[data-event-id]').length === 3",
-        json!([]),
+        &json!([]),
     );
     assert_eq!(
         browser.js(
             "return sessionStorage.getItem('episodic.apiKey')",
-            json!([])
+            &json!([])
         ),
         json!(approver)
     );
     let rows = browser.js(
         "return [...document.querySelectorAll('#timeline-rows tr[data-event-id]')]
             .map(r => [r.dataset.eventId, ...[...r.cells].map(c => c.textContent)])",
-        json!([]),
+        &json!([]),
     );
     let rows = rows.as_array().expect("rows");
     let ids: Vec<&str> = rows.iter().map(|r| r[0].as_str().expect("id")).collect();
@@ -568,7 +568,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     assert_eq!(
         browser.js(
             "return document.querySelectorAll('#timeline-rows b').length",
-            json!([])
+            &json!([])
         ),
         0,
         "summaries are text, never markup"
@@ -579,7 +579,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.wait(
         "the filtered timeline",
         "return document.querySelectorAll('#timeline-rows tr[data-event-id]').length === 1",
-        json!([]),
+        &json!([]),
     );
     browser.screenshot(&screenshot_dir().join("ui-timeline.png"));
 
@@ -597,7 +597,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.wait(
         "the approval",
         "return document.querySelector(arguments[0] + ' .decided-msg')?.textContent",
-        json!([item]),
+        &json!([item]),
     );
     assert!(browser
         .text(&format!("{item} .decided-msg"))
@@ -626,7 +626,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.wait(
         "recall hits",
         "return document.querySelectorAll('#recall-results li.hit').length >= 3",
-        json!([]),
+        &json!([]),
     );
     let (status, api_recall) = server.call(
         "POST",
@@ -642,7 +642,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
             parts: [...h.querySelectorAll('table.breakdown tbody tr')].map(r => r.cells[1].textContent),
             segs: h.querySelectorAll('.bar .seg').length,
             why: h.querySelector('.why').textContent }))",
-        json!([]),
+        &json!([]),
     );
     let page_hits = page_hits.as_array().expect("hits");
     let api_hits = api_recall["results"].as_array().expect("results");
@@ -676,7 +676,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
 
     browser.js(
         "document.getElementById('detail').hidden = true; window.scrollTo(0, 0)",
-        json!([]),
+        &json!([]),
     );
     let shot = browser.screenshot(&screenshot_dir().join("ui.png"));
 
@@ -705,23 +705,23 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.wait(
         "an audit page",
         "return document.querySelectorAll('#audit-rows tr.action-write').length === 3",
-        json!([]),
+        &json!([]),
     );
     browser.click("#audit-next");
     browser.wait(
         "the next audit page",
         "return document.getElementById('audit-info').textContent.includes('after #')",
-        json!([]),
+        &json!([]),
     );
     browser.js(
         "document.querySelector('#audit-form select[name=action]').value = 'approve'",
-        json!([]),
+        &json!([]),
     );
     browser.click("#audit-form button[type=submit]");
     browser.wait(
         "the approve entry",
         "return document.querySelectorAll('#audit-rows tr.action-approve').length === 1",
-        json!([]),
+        &json!([]),
     );
     assert!(browser.text("#audit-rows").contains(&pending));
     browser.screenshot(&screenshot_dir().join("ui-audit.png"));
@@ -742,7 +742,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     let open_from_audit = |id: &str| {
         browser.js(
             "document.querySelector('#audit-form select[name=action]').value = ''",
-            json!([]),
+            &json!([]),
         );
         browser.type_into("#audit-form input[name=eventId]", id);
         browser.type_into("#audit-form input[name=limit]", "50");
@@ -751,7 +751,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
             "the event's audit entries",
             "return [...document.querySelectorAll('#audit-rows tr')].every(r =>
                 r.querySelector(`button.open-event[data-event-id='${arguments[0]}']`))",
-            json!([id]),
+            &json!([id]),
         );
         browser.click(&format!(
             "#audit-rows button.open-event[data-event-id='{id}']"
@@ -788,7 +788,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     assert_eq!(
         browser.js(
             "return sessionStorage.getItem('episodic.apiKey')",
-            json!([])
+            &json!([])
         ),
         Value::Null
     );

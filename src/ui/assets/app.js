@@ -541,7 +541,10 @@
     dl.append(el('dt', { text: name }), el('dd', { className: name === 'summary' ? 'summary' : 'mono', text }));
   }
 
+  let openSeq = 0; // only the latest openEvent() call may render
+
   async function openEvent(id) {
+    const seq = ++openSeq;
     const panel = $('detail');
     panel.hidden = false;
     $('detail-id').textContent = id;
@@ -553,6 +556,7 @@
     showProblem($('detail-problem'), null);
     const path = '/v1/events/' + encodeURIComponent(id);
     const [got, history] = await Promise.allSettled([api('GET', path), api('GET', path + '/history')]);
+    if (seq !== openSeq) return;
     let event = null;
     if (got.status === 'fulfilled') {
       event = got.value;
