@@ -770,6 +770,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
         fields.contains("superseded") && fields.contains(&fix),
         "{fields}"
     );
+    browser.screenshot(&screenshot_dir().join("ui-superseded.png"));
     open_from_audit(&tz);
     let history = browser.history(&tz, 2);
     assert!(
@@ -782,6 +783,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
         "",
         "no content once deleted"
     );
+    browser.screenshot(&screenshot_dir().join("ui-deleted.png"));
 
     // Log out: the key leaves session storage.
     browser.click("#logout");

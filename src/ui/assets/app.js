@@ -524,8 +524,9 @@
       if (d.decision.approverRole) bits.push('approver role ' + d.decision.approverRole);
     }
     if (d.policyVersion) bits.push('policy ' + d.policyVersion);
-    if (Array.isArray(d.supersedes) && d.supersedes.length) bits.push('supersedes ' + d.supersedes.join(', '));
-    if (entry.action === 'correct' && (entry.eventIds || [])[0] !== eventId) bits.push('this event was superseded by ' + entry.eventIds[0]);
+    const writer = (entry.eventIds || [])[0];
+    if (entry.action === 'correct' && writer !== eventId) bits.push('this event was superseded by ' + writer);
+    else if (Array.isArray(d.supersedes) && d.supersedes.length) bits.push('supersedes ' + d.supersedes.join(', '));
     if (d.reason && !d.decision) bits.push('reason: ' + d.reason);
     if (d.replayed) bits.push('idempotent replay');
     if (entry.action === 'approve' || entry.action === 'reject') bits.push(d.noteHash ? 'with a note' : 'no note');
