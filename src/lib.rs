@@ -6,7 +6,8 @@
 //! derived indexes (`index::scope` in tantivy, `index::vector` with exact scoring and HNSW).
 //! Recall (`retrieve`) narrows by scope first, then scores only in-scope candidates, ranks
 //! them (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
-//! is the only module that speaks HTTP. `observe` turns a raw interaction into a
+//! is the only module that speaks HTTP to clients of the API (`ui` only serves the static
+//! operator page at `/ui`, which itself calls `/v1`). `observe` turns a raw interaction into a
 //! candidate event (or ignores it) and hands it to the engine's ordinary write path.
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
@@ -32,3 +33,4 @@ pub mod retrieve;
 pub mod store;
 pub mod telemetry;
 pub mod transfer;
+pub mod ui;

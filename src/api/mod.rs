@@ -85,6 +85,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
     let spec_json = ops::SpecJson::new(&spec);
     let router = api
         .layer(axum::Extension(spec_json))
+        .merge(crate::ui::routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)

@@ -10,6 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::HttpMethod;
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::FieldError;
@@ -276,8 +277,58 @@ pub struct ReplayBody {
     pub dry_run: bool,
 }
 
-/// The spec as JSON, with the hand-described routes added.
+/// The document with its version and the hand-described (non-JSON) routes added.
 pub fn finish(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     api.info.version = env!("CARGO_PKG_VERSION").to_string();
+    api.paths.add_path_operation(
+        "/ui",
+        vec![HttpMethod::Get],
+        static_page(
+            "Operator page (timeline, history, recall breakdown, audit, reviews); also at /ui/",
+            None,
+        ),
+    );
+    api.paths.add_path_operation(
+        "/ui/{file}",
+        vec![HttpMethod::Get],
+        static_page(
+            "Static files of the operator page",
+            Some(("file", "index.html, app.js, style.css or favicon.svg")),
+        ),
+    );
     api
+}
+
+fn static_page(summary: &str, param: Option<(&str, &str)>) -> utoipa::openapi::path::Operation {
+    use utoipa::openapi::path::{OperationBuilder, ParameterBuilder, ParameterIn};
+    use utoipa::openapi::{ContentBuilder, Required, ResponseBuilder};
+    let ok = ResponseBuilder::new()
+        .description("the file (text/html, text/javascript, text/css or image/svg+xml)")
+        .content("text/html", ContentBuilder::new().build())
+        .build();
+    let missing = ResponseBuilder::new()
+        .description("no such file")
+        .content(
+            "application/problem+json",
+            ContentBuilder::new()
+                .schema(Some(utoipa::openapi::Ref::from_schema_name("ProblemDoc")))
+                .build(),
+        )
+        .build();
+    let mut op = OperationBuilder::new()
+        .summary(Some(summary))
+        .tag("ops")
+        .security(utoipa::openapi::security::SecurityRequirement::default())
+        .response("200", ok)
+        .response("404", missing);
+    if let Some((name, description)) = param {
+        op = op.parameter(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .description(Some(description)),
+        );
+    }
+    op.build()
 }

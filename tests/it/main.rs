@@ -21,3 +21,4 @@ mod http_write;
 mod isolation;
 mod races;
 mod server_binary;
+mod ui;
