@@ -18,3 +18,4 @@ mod http_write;
 mod isolation;
 mod races;
 mod server_binary;
+mod soak;
