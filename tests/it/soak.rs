@@ -10,7 +10,8 @@
 //! The mix is 4 writes, 20 recalls, 8 timelines and 8 gets per second (nine audited reads
 //! per write), sized so that a debug build on a busy two-core machine keeps up;
 //! `EPISODIC_SOAK_RATE` multiplies every rate (e.g. `5` for 20 writes + 100 recalls per
-//! second on an idle machine or a release build). Clients stop at the deadline even when
+//! second on an idle machine or a release build), and `EPISODIC_SOAK_MIX` replaces the four
+//! base rates. Clients stop at the deadline even when
 //! behind schedule, and the report says how many operations were sent out of those planned.
 //!
 //! `EPISODIC_SOAK_BIN` runs the same load against another build of the server (used to
@@ -80,6 +81,24 @@ const VERBS: [&str; 6] = [
     "cancelled",
 ];
 const CHANNELS: [&str; 4] = ["by email", "over the phone", "in the portal", "via chat"];
+
+/// The rates in force: [`RATES`], or `EPISODIC_SOAK_MIX="writes,recalls,timelines,gets"`
+/// per second (e.g. `0,50,10,10` for reads only, which isolates per-read memory).
+fn mix() -> Vec<(Op, f64, usize)> {
+    let Some(custom) = std::env::var("EPISODIC_SOAK_MIX").ok() else {
+        return RATES.to_vec();
+    };
+    let rates: Vec<f64> = custom
+        .split(',')
+        .map(|r| r.trim().parse().expect("EPISODIC_SOAK_MIX: four numbers"))
+        .collect();
+    assert_eq!(rates.len(), 4, "EPISODIC_SOAK_MIX: four numbers");
+    RATES
+        .iter()
+        .zip(rates)
+        .map(|((op, _, threads), rate)| (*op, rate, *threads))
+        .collect()
+}
 
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -387,10 +406,17 @@ fn sustained_mixed_load_has_no_errors_and_flat_memory() {
 
     let until = Instant::now() + Duration::from_secs(secs);
     let mut handles = Vec::new();
-    for (k, (op, rate, threads)) in RATES.iter().enumerate() {
-        for j in 0..*threads {
+    for (k, (op, rate, threads)) in mix().into_iter().enumerate() {
+        let rate = scale * rate;
+        // Each thread waits for its answers: give it a budget of ~150 ms per operation at
+        // most, so that a scaled-up rate gets more threads rather than a lagging schedule.
+        let threads = threads.max((rate * 0.15).ceil() as usize);
+        for j in 0..threads {
             let ctx = Arc::clone(&ctx);
-            let (op, per_thread) = (*op, scale * rate / *threads as f64);
+            let per_thread = rate / threads as f64;
+            if per_thread <= 0.0 {
+                continue;
+            }
             let seed = 1_000_003 * (k as u64 + 1) + 7919 * j as u64;
             handles.push(std::thread::spawn(move || {
                 client(&ctx, op, per_thread, seed, until)
@@ -411,7 +437,7 @@ fn sustained_mixed_load_has_no_errors_and_flat_memory() {
     let max_lag = tallies.iter().map(|t| t.max_lag).max().unwrap_or_default();
     let skipped: usize = tallies.iter().map(|t| t.skipped).sum();
     let mut per_op = Vec::new();
-    for (op, _, _) in RATES {
+    for (op, _, _) in mix() {
         let mut lat: Vec<Duration> = tallies
             .iter()
             .flat_map(|t| &t.latencies)
@@ -453,11 +479,12 @@ fn sustained_mixed_load_has_no_errors_and_flat_memory() {
     let events_between = written(last).saturating_sub(written(first));
     let bound = rss_bound_kib(events_between);
     println!(
-        "soak summary: {secs}s rate x{scale} ops={total} (of {} planned) errors={} {} \
+        "soak summary: {secs}s mix {:?} x{scale} ops={total} (of {} planned) errors={} {} \
          max_schedule_lag={}ms \
          rss_start={:.1}MiB rss_end={:.1}MiB (first/last quarter after {WARMUP_SECS}s warm-up: \
          VmRSS {:.1} -> {:.1} MiB, RssAnon {:.1} -> {:.1} MiB, growth {:.1} MiB, bound {:.1} MiB \
          for {events_between} events stored in between)",
+        mix().iter().map(|(_, r, _)| *r).collect::<Vec<_>>(),
         total + skipped,
         errors.len(),
         per_op.join(" "),
