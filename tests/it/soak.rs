@@ -327,13 +327,14 @@ fn mean(xs: &[u64]) -> f64 {
 ///
 /// Stored events legitimately live in memory: the table entry (event, hashes, decision), the
 /// 384-float vector in the vector store and again in the HNSW graph with its links, and the
-/// scope index — a few KiB each; 8 KiB per event is allowed. On top, a fixed 8 MiB of slack
+/// scope index. Measured with this harness: 5.8–7.7 KiB of VmRSS per stored event (300 s
+/// runs at 4 and 10 writes/s); 12 KiB per event is allowed. On top, a fixed 8 MiB of slack
 /// for allocator arenas and tantivy segment/merge churn, which is noise rather than growth.
-/// What is *not* allowed for is memory per read: there are nine audited reads per write in
-/// this mix, so anything kept per read (the old in-memory audit trail held every entry,
-/// ~1–2 KiB each) overruns the fixed slack within a few minutes.
+/// Nothing is allowed per read: a reads-only mix grows 0.2 MiB in two minutes, while the
+/// old in-memory audit trail grew ~2.3 KiB per audited read (13 MiB in the same two
+/// minutes), which overruns this bound within a few minutes of the default mix.
 fn rss_bound_kib(events_between: usize) -> f64 {
-    8.0 * 1024.0 + 8.0 * events_between as f64
+    8.0 * 1024.0 + 12.0 * events_between as f64
 }
 
 #[test]
