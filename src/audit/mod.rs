@@ -1,15 +1,21 @@
 //! The audit trail: every read, write, decision, correction, deletion, erasure, expiry and
-//! compaction, appended to a durable log of its own and kept in memory for queries.
+//! compaction, appended to a durable log of its own and queried from that log.
 //!
 //! Invariants: an audit entry holds ids, actions, scopes and content hashes, never event
 //! content or query text, so purging an event never requires rewriting the trail; entries
-//! are tenant-scoped and ordered by their sequence number.
+//! are tenant-scoped and ordered by their sequence number; the log file is the only copy
+//! of the trail — memory holds a sparse block index over it ([`trail`]), so memory does not
+//! grow with the number of audited requests.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::model::Timestamp;
+
+pub mod trail;
+
+pub use trail::AuditTrail;
 
 /// One audited action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

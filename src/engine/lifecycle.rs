@@ -6,7 +6,8 @@
 //! once; compaction rewrites the log with only live events (in their current state),
 //! content-free tombstones and a marker keeping the highest sequence, merges the scope index
 //! and rebuilds the HNSW graph and vector store without deleted vectors; the audit trail
-//! never holds content, so it needs no rewrite.
+//! never holds content, so it needs no rewrite (its file is append-only, which keeps the
+//! audit index's offsets valid); an audit batch is indexed only after its fsync returned.
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use serde_json::json;
 
 use super::writer::Writer;
 use super::{apply_delete, Lookup, Slot};
+use crate::audit::trail::{Placed, FRAME_HEADER_LEN};
 use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
 use crate::index::vector::{HnswIndex, VectorStore};
@@ -272,8 +274,28 @@ impl Writer {
             .map(|e| serde_json::to_vec(e).unwrap_or_default())
             .collect();
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        let mut offset = self.audit_log.len_bytes();
         match self.audit_log.append_batch(&refs) {
-            Ok(_) => self.shared.audit.write().extend(entries),
+            Ok(_) => {
+                // Frames were written back to back from the old end of the file.
+                let placed: Vec<Placed<'_>> = entries
+                    .iter()
+                    .zip(&payloads)
+                    .map(|(e, p)| {
+                        let here = offset;
+                        offset += FRAME_HEADER_LEN + p.len() as u64;
+                        Placed {
+                            seq: e.seq,
+                            offset: here,
+                            payload_len: p.len() as u64,
+                            tenant: &e.tenant_id,
+                            at_ms: e.at.unix_millis(),
+                        }
+                    })
+                    .collect();
+                debug_assert_eq!(offset, self.audit_log.len_bytes());
+                self.shared.audit.indexed(&placed);
+            }
             Err(e) => {
                 tracing::error!(error = %e, "audit append failed; entries kept for retry");
                 self.pending_audit = entries;

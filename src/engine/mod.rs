@@ -9,7 +9,9 @@
 //! - vectors come from the log, so a restart never re-embeds;
 //! - embedding, scoring and index searches run on the CPU pool, never on async threads;
 //! - events with internal id ≥ `watermark` are not yet committed in tantivy and are matched
-//!   in memory with the same predicate, so acknowledged writes are recallable at once.
+//!   in memory with the same predicate, so acknowledged writes are recallable at once;
+//! - the audit trail is read from its log file (through a sparse block index), never kept
+//!   whole in memory, so reads — each of which is audited — do not grow memory.
 
 mod export;
 mod lexical;
@@ -38,7 +40,7 @@ pub use review::ReviewOutcome;
 pub use table::{Entry, Lookup, Slot, SubjectRule, Table, Tombstone};
 pub use writer::WriterConfig;
 
-use crate::audit::{AuditEntry, AuditQuery};
+use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
 use crate::auth::TenantGrant;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
@@ -147,8 +149,8 @@ pub struct Shared {
     pub scope: ScopeIndex,
     /// Internal ids below this are committed in `scope`.
     pub watermark: AtomicUsize,
-    /// The audit trail, in sequence order.
-    pub audit: RwLock<Vec<AuditEntry>>,
+    /// The audit trail: its log file plus a sparse, bounded index over it.
+    pub audit: AuditTrail,
     /// File locations.
     pub paths: Paths,
 }
@@ -733,13 +735,16 @@ impl Engine {
         q: &AuditQuery,
     ) -> Result<Vec<AuditEntry>, Problem> {
         self.refresh().await?;
-        let audit = self.shared.audit.read();
-        Ok(audit
-            .iter()
-            .filter(|e| e.tenant_id == grant.tenant() && q.matches(e))
-            .take(q.limit)
-            .cloned()
-            .collect())
+        let shared = Arc::clone(&self.shared);
+        let tenant = grant.tenant().to_string();
+        let q = q.clone();
+        tokio::task::spawn_blocking(move || shared.audit.query(&tenant, &q))
+            .await
+            .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+            .map_err(|e| {
+                tracing::error!(error = %e, "reading the audit log failed");
+                Problem::new(ErrorCode::Internal, "the audit log could not be read")
+            })
     }
 
     /// The life of one event: its current state (if live) and every audit entry naming it,

@@ -18,7 +18,8 @@ use super::{
     apply_delete, apply_put, apply_review, apply_tombstone, Engine, EngineConfig, Paths, Shared,
     Slot, Table,
 };
-use crate::audit::AuditEntry;
+use crate::audit::trail::{frame_offsets, Placed, FRAME_HEADER_LEN};
+use crate::audit::{AuditEntry, AuditTrail};
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::index::scope::{ScopeIndex, ScopeIndexError};
@@ -47,7 +48,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         hnsw: ArcSwap::from_pointee(HnswIndex::new(config.hnsw)),
         scope,
         watermark: AtomicUsize::new(0),
-        audit: RwLock::new(audit),
+        audit,
         paths: paths.clone(),
     });
     replay(&shared, recovery.records, scope_seq)?;
@@ -105,17 +106,31 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn open_audit(paths: &Paths) -> anyhow::Result<(Log, Vec<AuditEntry>)> {
+/// Opens the audit log and indexes it; every record must decode, as before. The entries
+/// themselves are not kept: queries read them back from the file.
+fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail)> {
     let (log, recovery) = Log::open(&paths.audit)
         .with_context(|| format!("opening audit log {}", paths.audit.display()))?;
-    let mut entries = Vec::with_capacity(recovery.records.len());
-    for rec in recovery.records {
-        let mut entry: AuditEntry = serde_json::from_slice(&rec.payload)
+    let trail = AuditTrail::new(&paths.audit);
+    for (offset, rec) in frame_offsets(&recovery.records) {
+        let entry: AuditEntry = serde_json::from_slice(&rec.payload)
             .with_context(|| format!("audit log {} record {}", paths.audit.display(), rec.seq))?;
-        entry.seq = rec.seq;
-        entries.push(entry);
+        trail.indexed(&[Placed {
+            seq: rec.seq,
+            offset,
+            payload_len: rec.payload.len() as u64,
+            tenant: &entry.tenant_id,
+            at_ms: entry.at.unix_millis(),
+        }]);
     }
-    Ok((log, entries))
+    anyhow::ensure!(
+        frame_offsets(&recovery.records)
+            .last()
+            .is_none_or(|(o, r)| o + FRAME_HEADER_LEN + r.payload.len() as u64 == log.len_bytes()),
+        "audit log {}: recovered records do not cover the file",
+        paths.audit.display()
+    );
+    Ok((log, trail))
 }
 
 /// Opens the scope index, discarding it when unreadable or ahead of the log.

@@ -21,4 +21,5 @@ mod http_write;
 mod isolation;
 mod races;
 mod server_binary;
+mod soak;
 mod ui;
