@@ -3,7 +3,9 @@
 //! Invariants: every `/v1` route authenticates first and obtains a tenant grant from the key
 //! (never from the body); handlers are extract → authorize → call the engine → map the
 //! result; all errors leave as problem+json; `/healthz` answers while the engine loads and
-//! `/readyz` only once it is ready.
+//! `/readyz` only once it is ready. `/mcp` (the MCP streamable HTTP transport, served by
+//! `crate::mcp`) admits only requests whose bearer key authenticates, and passes the
+//! principal on in the request's extensions.
 
 mod extract;
 mod lifecycle;
@@ -12,9 +14,15 @@ pub mod problem;
 mod reviews;
 mod routes;
 
+pub(crate) use observe::observe_interaction;
+pub(crate) use routes::write_body;
+
 use std::sync::{Arc, OnceLock};
 
-use axum::http::{HeaderName, Request};
+use axum::extract::Request;
+use axum::http::HeaderName;
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -23,6 +31,7 @@ use tower_http::trace::TraceLayer;
 use crate::auth::KeyStore;
 use crate::engine::Engine;
 use crate::error::{ErrorCode, Problem};
+use extract::Auth;
 
 /// Default request body limit in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
@@ -50,6 +59,9 @@ impl AppState {
 /// The complete router.
 pub fn router(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
+    let mcp = Router::new()
+        .route_service("/mcp", crate::mcp::http_service(state.clone()))
+        .route_layer(from_fn_with_state(state.clone(), authenticate_mcp));
     Router::new()
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
@@ -69,11 +81,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/admin/keys/{key_id}", delete(routes::revoke_key))
         .route("/v1/admin/policy", get(routes::get_policy))
         .route("/v1/admin/policy/replay", post(routes::replay_policy))
+        .merge(mcp)
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let rid = req
                 .headers()
                 .get("x-request-id")
@@ -82,4 +95,11 @@ pub fn router(state: AppState) -> Router {
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// `/mcp` only for an authenticated key: a missing or unknown key is 401 problem+json before
+/// MCP sees the request; the principal rides along for the tools to take grants from.
+async fn authenticate_mcp(Auth(principal): Auth, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(principal);
+    next.run(req).await
 }

@@ -16,5 +16,6 @@ mod http_recall;
 mod http_storage;
 mod http_write;
 mod isolation;
+mod mcp;
 mod races;
 mod server_binary;
