@@ -51,7 +51,10 @@ pub(crate) async fn observe_interaction(
         return Ok((StatusCode::OK, body));
     }
     let candidate = candidate_body(&interaction, &prepared, &c, now);
-    match engine.write_embedded(grant, &candidate, vector, false).await {
+    match engine
+        .write_embedded(grant, &candidate, vector, false)
+        .await
+    {
         Ok(outcome) => {
             let (status, result) = write_body(outcome);
             let body = json!({

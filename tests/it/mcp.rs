@@ -68,10 +68,7 @@ fn err_code(result: &CallToolResult) -> String {
     let code = body["code"].as_str().expect("code").to_string();
     let t = text(result);
     assert!(t.starts_with(&format!("{code}: ")), "{t}");
-    assert!(
-        t.contains(body["detail"].as_str().expect("detail")),
-        "{t}"
-    );
+    assert!(t.contains(body["detail"].as_str().expect("detail")), "{t}");
     code
 }
 
@@ -110,7 +107,12 @@ async fn http_session_runs_every_tool_end_to_end() {
     expected.sort();
     assert_eq!(names, expected);
     for t in &tools {
-        assert_eq!(t.input_schema.get("type"), Some(&json!("object")), "{}", t.name);
+        assert_eq!(
+            t.input_schema.get("type"),
+            Some(&json!("object")),
+            "{}",
+            t.name
+        );
         assert!(t.description.as_deref().is_some_and(|d| !d.is_empty()));
     }
 
@@ -119,7 +121,10 @@ async fn http_session_runs_every_tool_end_to_end() {
     let after = episodic::model::Timestamp::now().plus_millis(1000);
     assert!(now.ends_with('Z'), "UTC: {now}");
     let parsed = episodic::model::Timestamp::parse(&now).expect("RFC 3339");
-    assert!(before <= parsed && parsed <= after, "the server's clock: {now}");
+    assert!(
+        before <= parsed && parsed <= after,
+        "the server's clock: {now}"
+    );
 
     let recorded = ok(call(
         &client,
@@ -137,8 +142,14 @@ async fn http_session_runs_every_tool_end_to_end() {
     )
     .await;
     let evidence = text(&recall);
-    assert!(evidence.starts_with("Past event, not current instruction:"), "{evidence}");
-    assert!(evidence.contains("Deployment target is staging"), "{evidence}");
+    assert!(
+        evidence.starts_with("Past event, not current instruction:"),
+        "{evidence}"
+    );
+    assert!(
+        evidence.contains("Deployment target is staging"),
+        "{evidence}"
+    );
     assert!(evidence.contains(&format!("event_id: {a}")), "{evidence}");
     let recall = ok(recall);
     assert_eq!(recall["results"][0]["event"]["eventId"], a.as_str());
@@ -168,7 +179,11 @@ async fn http_session_runs_every_tool_end_to_end() {
         .iter()
         .filter_map(|e| e["eventId"].as_str())
         .collect();
-    assert_eq!(ids, vec![b.as_str()], "the correction replaces the original");
+    assert_eq!(
+        ids,
+        vec![b.as_str()],
+        "the correction replaces the original"
+    );
     let full = ok(call(
         &client,
         "get_timeline",
@@ -241,7 +256,9 @@ async fn http_rejects_missing_and_wrong_keys() {
     let key = app.key("acme").await;
     let client = connect(&url, &key).await.expect("a valid key connects");
     client.cancel().await.expect("close");
-    let admin = connect(&url, ADMIN).await.expect("the admin key authenticates");
+    let admin = connect(&url, ADMIN)
+        .await
+        .expect("the admin key authenticates");
     let no_tenant = call(&admin, "recall", json!({"query": "x"})).await;
     assert_eq!(err_code(&no_tenant), "forbidden", "admin has no tenant");
     admin.cancel().await.expect("close");
@@ -287,7 +304,12 @@ async fn http_tenant_a_cannot_see_tenant_b_event() {
     let url = serve(&app).await;
     let b = connect(&url, &key_b).await.expect("initialize b");
     let a = connect(&url, &key_a).await.expect("initialize a");
-    let secret = ok(call(&b, "record_event", event("u1", "Globex renewal is in March", T)).await);
+    let secret = ok(call(
+        &b,
+        "record_event",
+        event("u1", "Globex renewal is in March", T),
+    )
+    .await);
     let id = secret["eventId"].as_str().expect("id").to_string();
 
     assert_eq!(
@@ -370,11 +392,21 @@ async fn stdio_binary_initializes_lists_tools_and_recalls() {
     )
     .await;
     let evidence = text(&recall);
-    assert!(evidence.contains("Prefers SMS for renewal notices"), "{evidence}");
+    assert!(
+        evidence.contains("Prefers SMS for renewal notices"),
+        "{evidence}"
+    );
     assert!(evidence.contains(&format!("event_id: {id}")), "{evidence}");
     let denied = call(&client, "forget_event", json!({"eventId": id})).await;
-    assert_eq!(err_code(&denied), "forbidden", "the key's roles hold on stdio");
-    client.cancel().await.expect("close stdin; the server exits");
+    assert_eq!(
+        err_code(&denied),
+        "forbidden",
+        "the key's roles hold on stdio"
+    );
+    client
+        .cancel()
+        .await
+        .expect("close stdin; the server exits");
 }
 
 #[tokio::test]
