@@ -70,6 +70,21 @@ pub struct ServeArgs {
     pub cpu_threads: usize,
 }
 
+/// Settings of `episodic mcp --stdio`: the server's settings plus the key every tool call
+/// acts as.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// Serve MCP over stdin/stdout (required: the HTTP transport is `/mcp` on `serve`).
+    #[arg(long)]
+    pub stdio: bool,
+    /// API key whose tenant and roles every tool call acts with.
+    #[arg(long, env = "EPISODIC_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+    /// The same settings as `serve` (`--listen` is unused).
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
 impl ServeArgs {
     /// Validates the settings into an engine configuration.
     pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {

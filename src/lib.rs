@@ -6,12 +6,15 @@
 //! derived indexes (`index::scope` in tantivy, `index::vector` with exact scoring and HNSW).
 //! Recall (`retrieve`) narrows by scope first, then scores only in-scope candidates, ranks
 //! them (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
-//! is the only module that speaks HTTP to clients of the API (`ui` only serves the static
-//! operator page at `/ui`, which itself calls `/v1`). `observe` turns a raw interaction into a
-//! candidate event (or ignores it) and hands it to the engine's ordinary write path.
+//! is the only module that speaks HTTP to API clients, besides `mcp`, which serves the same
+//! engine calls as MCP tools (on `/mcp` in `api`'s router, and over stdio), and `ui`, which
+//! only serves the static operator page at `/ui` (the page itself calls `/v1`). `observe`
+//! turns a raw interaction into a candidate event (or ignores it) and hands it to the
+//! engine's ordinary write path.
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
-//! `retrieve` ← `engine` ← `api`; `model`, `embed` ← `observe` ← `api`; and `engine` ←
+//! `retrieve` ← `engine` ← `api` ↔ `mcp` (the router mounts `mcp`, whose tools reuse `api`'s
+//! state and write/observe glue); `model`, `embed` ← `observe` ← `api`; and `engine` ←
 //! `eval` (offline quality benchmarks, run by `episodic eval`).
 
 pub mod api;
@@ -25,6 +28,7 @@ pub mod error;
 pub mod eval;
 pub mod fsutil;
 pub mod index;
+pub mod mcp;
 pub mod model;
 pub mod observe;
 pub mod policy;

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use episodic::api::{router, AppState};
 use episodic::auth::KeyStore;
-use episodic::config::ServeArgs;
+use episodic::config::{McpArgs, ServeArgs};
 use episodic::embed::{verify_model_dir, FastEmbedder};
 use episodic::engine::Engine;
 
@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the HTTP server.
+    /// Run the HTTP server (REST under /v1, MCP at /mcp).
     Serve(ServeArgs),
     /// Print the effective settings (defaults, config file, environment, flags) as TOML, secrets redacted.
     PrintConfig(ServeArgs),
@@ -35,6 +35,8 @@ enum Command {
     Import(episodic::transfer::ImportArgs),
     /// Export one tenant's events as JSONL, optionally with vectors (server stopped).
     Export(episodic::transfer::ExportArgs),
+    /// Serve MCP over stdin/stdout as one API key (`--stdio`).
+    Mcp(McpArgs),
     /// Measure retrieval quality on a public benchmark (LoCoMo, MADial-Bench).
     Eval(episodic::eval::EvalArgs),
     /// Physically purge deleted, erased and expired content (stop the server first).
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Export(args) => episodic::transfer::export(args).map(|n| {
             eprintln!("exported {n} events");
         }),
+        Command::Mcp(args) => mcp(&args),
         Command::Compact { data_dir } => compact(data_dir),
         Command::Eval(args) => episodic::eval::run(args),
     };
@@ -136,16 +139,7 @@ fn import(args: episodic::transfer::ImportArgs) -> anyhow::Result<()> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.engine_config()?;
-    verify_model_dir(&args.model_dir)?;
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let admin_env = std::env::var("EPISODIC_ADMIN_KEY")
-        .ok()
-        .filter(|k| !k.is_empty());
-    let (keys, written) = KeyStore::open(&args.data_dir, admin_env.as_deref())?;
-    if let Some(path) = written {
-        tracing::info!(path = %path.display(), "generated the admin key (shown once, in this file)");
-    }
+    let keys = open_keys(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("episodic-io")
@@ -156,6 +150,61 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         body_limit: args.max_body_bytes,
     };
     runtime.block_on(run(args, config, state))
+}
+
+/// Checks the model files, creates the data dir and opens the key store (as `serve` and
+/// `mcp` both need).
+fn open_keys(args: &ServeArgs) -> anyhow::Result<KeyStore> {
+    verify_model_dir(&args.model_dir)?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let admin_env = std::env::var("EPISODIC_ADMIN_KEY")
+        .ok()
+        .filter(|k| !k.is_empty());
+    let (keys, written) = KeyStore::open(&args.data_dir, admin_env.as_deref())?;
+    if let Some(path) = written {
+        tracing::info!(path = %path.display(), "generated the admin key (shown once, in this file)");
+    }
+    Ok(keys)
+}
+
+/// Loads the model and opens the engine (blocking: call off the async threads).
+fn load_engine(
+    model_dir: &std::path::Path,
+    config: episodic::engine::EngineConfig,
+) -> anyhow::Result<Engine> {
+    let embedder = FastEmbedder::load(model_dir)?;
+    episodic::observe::Observer::shared(&embedder)?;
+    Engine::open(config, Arc::new(embedder))
+}
+
+/// `episodic mcp --stdio`: opens the engine as `serve` does and serves MCP on stdin/stdout,
+/// every tool call acting as `--api-key`, until the client closes stdin.
+fn mcp(args: &McpArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.stdio,
+        "pass --stdio (the streamable HTTP transport is /mcp on `episodic serve`)"
+    );
+    let config = args.serve.engine_config()?;
+    let keys = open_keys(&args.serve)?;
+    keys.authenticate(&args.api_key)
+        .map_err(|p| anyhow::anyhow!("--api-key: {}: {}", p.code.as_str(), p.detail))?;
+    let engine = load_engine(&args.serve.model_dir, config)?;
+    let slot = Arc::new(OnceLock::new());
+    let _ = slot.set(engine.clone());
+    let state = AppState {
+        engine: slot,
+        keys: Arc::new(keys),
+        body_limit: args.serve.max_body_bytes,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("episodic-io")
+        .build()?;
+    tracing::info!("ready; serving MCP on stdio");
+    let served = runtime.block_on(episodic::mcp::serve_stdio(state, &args.api_key));
+    runtime.block_on(engine.shutdown());
+    served
 }
 
 async fn run(
@@ -170,9 +219,7 @@ async fn run(
     let engine_slot = state.engine.clone();
     let model_dir = args.model_dir.clone();
     let loader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        let embedder = FastEmbedder::load(&model_dir)?;
-        episodic::observe::Observer::shared(&embedder)?;
-        let engine = Engine::open(config, Arc::new(embedder))?;
+        let engine = load_engine(&model_dir, config)?;
         let _ = engine_slot.set(engine);
         tracing::info!("ready");
         Ok(())

@@ -3,7 +3,9 @@
 //! Invariants: every `/v1` route authenticates first and obtains a tenant grant from the key
 //! (never from the body); handlers are extract → authorize → call the engine → map the
 //! result; all errors leave as problem+json; `/healthz` answers while the engine loads and
-//! `/readyz` only once it is ready.
+//! `/readyz` only once it is ready. `/mcp` (the MCP streamable HTTP transport, served by
+//! `crate::mcp`) admits only requests whose bearer key authenticates, and passes the
+//! principal on in the request's extensions.
 
 mod extract;
 mod langchain;
@@ -15,9 +17,15 @@ pub mod problem;
 mod reviews;
 mod routes;
 
+pub(crate) use observe::observe_interaction;
+pub(crate) use routes::write_body;
+
 use std::sync::{Arc, OnceLock};
 
-use axum::http::{HeaderName, Request};
+use axum::extract::Request;
+use axum::http::HeaderName;
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::Response;
 use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -28,6 +36,7 @@ use utoipa_axum::routes;
 use crate::auth::KeyStore;
 use crate::engine::Engine;
 use crate::error::{ErrorCode, Problem};
+use extract::Auth;
 
 /// Default request body limit in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
@@ -83,15 +92,19 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
     let spec = openapi::finish(spec);
     let request_id = HeaderName::from_static("x-request-id");
     let spec_json = ops::SpecJson::new(&spec);
+    let mcp = Router::new()
+        .route_service("/mcp", crate::mcp::http_service(state.clone()))
+        .route_layer(from_fn_with_state(state.clone(), authenticate_mcp));
     let router = api
         .layer(axum::Extension(spec_json))
         .merge(crate::ui::routes())
+        .merge(mcp)
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
         .layer(axum::middleware::from_fn(ops::observe_request))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let rid = req
                 .headers()
                 .get("x-request-id")
@@ -106,4 +119,11 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
 /// The complete router.
 pub fn router(state: AppState) -> Router {
     router_and_spec(state).0
+}
+
+/// `/mcp` only for an authenticated key: a missing or unknown key is 401 problem+json before
+/// MCP sees the request; the principal rides along for the tools to take grants from.
+async fn authenticate_mcp(Auth(principal): Auth, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(principal);
+    next.run(req).await
 }

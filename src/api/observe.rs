@@ -15,7 +15,7 @@ use super::extract::{Auth, JsonBody};
 use super::openapi::{ObserveBody, ObserveResponse, ProblemDoc};
 use super::routes::write_body;
 use super::AppState;
-use crate::auth::roles;
+use crate::auth::{roles, TenantGrant};
 use crate::engine::Engine;
 use crate::error::{ErrorCode, Problem};
 use crate::model::Timestamp;
@@ -47,10 +47,20 @@ pub async fn observe(
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let grant = principal.grant(roles::WRITER)?;
-    let engine = state.engine()?;
+    let (status, body) = observe_interaction(state.engine()?, &grant, &body).await?;
+    Ok((status, Json(body)).into_response())
+}
+
+/// The body of `POST /v1/observe` for a caller already granted `writer` (shared with the
+/// MCP `observe_interaction` tool): the status and JSON the route answers with.
+pub(crate) async fn observe_interaction(
+    engine: &Engine,
+    grant: &TenantGrant,
+    body: &Value,
+) -> Result<(StatusCode, Value), Problem> {
     let now = Timestamp::now();
     let limits = &engine.config().limits;
-    let interaction = parse_interaction(&body, limits, now).map_err(Problem::validation)?;
+    let interaction = parse_interaction(body, limits, now).map_err(Problem::validation)?;
     let prepared = prepare(&interaction.text, limits.max_summary_bytes);
     let observer = observer(engine).await?;
     let vector = engine.embed_one(prepared.summary.clone()).await?;
@@ -58,11 +68,11 @@ pub async fn observe(
     let classification = c.to_json();
     if let Some(reason) = c.verdict.ignore {
         let body = json!({"outcome": "ignored", "reason": reason.as_str(), "classification": classification});
-        return Ok((StatusCode::OK, Json(body)).into_response());
+        return Ok((StatusCode::OK, body));
     }
     let candidate = candidate_body(&interaction, &prepared, &c, now);
     match engine
-        .write_embedded(&grant, &candidate, vector, false)
+        .write_embedded(grant, &candidate, vector, false)
         .await
     {
         Ok(outcome) => {
@@ -73,7 +83,7 @@ pub async fn observe(
                 "classification": classification,
                 "result": result,
             });
-            Ok((status, Json(body)).into_response())
+            Ok((status, body))
         }
         Err(p) => Err(with_context(p, candidate, classification)),
     }

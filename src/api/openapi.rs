@@ -296,7 +296,42 @@ pub fn finish(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
             Some(("file", "index.html, app.js, style.css or favicon.svg")),
         ),
     );
+    api.paths
+        .add_path_operation("/mcp", vec![HttpMethod::Post], mcp_operation());
     api
+}
+
+fn mcp_operation() -> utoipa::openapi::path::Operation {
+    use utoipa::openapi::path::OperationBuilder;
+    use utoipa::openapi::{ContentBuilder, ResponseBuilder};
+    let json_rpc = || ContentBuilder::new().build();
+    OperationBuilder::new()
+        .summary(Some(
+            "MCP (Model Context Protocol) streamable HTTP transport: JSON-RPC messages for the \
+             tools record_event, observe_interaction, recall, get_timeline, get_event, \
+             correct_event, forget_event, current_datetime",
+        ))
+        .tag("ops")
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("a JSON-RPC response")
+                .content("application/json", json_rpc())
+                .build(),
+        )
+        .response(
+            "401",
+            ResponseBuilder::new()
+                .description("missing, malformed or revoked key")
+                .content(
+                    "application/problem+json",
+                    ContentBuilder::new()
+                        .schema(Some(utoipa::openapi::Ref::from_schema_name("ProblemDoc")))
+                        .build(),
+                )
+                .build(),
+        )
+        .build()
 }
 
 fn static_page(summary: &str, param: Option<(&str, &str)>) -> utoipa::openapi::path::Operation {

@@ -115,8 +115,8 @@ fn write_response(outcome: WriteOutcome) -> Response {
 }
 
 /// The status and body `POST /v1/events` returns for an accepted write (shared with
-/// `POST /v1/observe`, whose `result` is exactly this body).
-pub(super) fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
+/// `POST /v1/observe`, whose `result` is exactly this body, and with the MCP write tools).
+pub(crate) fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
     let WriteOutcome {
         event, decision, ..
     } = outcome;

@@ -19,6 +19,7 @@ mod http_recall;
 mod http_storage;
 mod http_write;
 mod isolation;
+mod mcp;
 mod races;
 mod server_binary;
 mod soak;
