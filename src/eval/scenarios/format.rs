@@ -182,6 +182,9 @@ pub struct WriteStep {
     /// Unsafe-content label.
     #[serde(default, rename = "unsafe")]
     pub unsafe_kind: Option<UnsafeKind>,
+    /// The secret itself (with `unsafe: secret`): unsafe if a stored summary still holds it.
+    #[serde(default)]
+    pub secret: Option<String>,
 }
 
 fn default_allow() -> WriteExpect {
@@ -241,6 +244,9 @@ pub struct ObserveStep {
     /// Unsafe-content label.
     #[serde(default, rename = "unsafe")]
     pub unsafe_kind: Option<UnsafeKind>,
+    /// The secret itself (with `unsafe: secret`): unsafe if a stored summary still holds it.
+    #[serde(default)]
+    pub secret: Option<String>,
 }
 
 /// A review decision.
@@ -449,8 +455,8 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<Scenario>> {
     }
     let mut all = Vec::new();
     for file in &files {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading {}", file.display()))?;
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         all.extend(parse_file(file, &text)?);
     }
     let mut seen = BTreeSet::new();
@@ -531,9 +537,9 @@ fn header(file: &Path, line: usize, value: Value) -> anyhow::Result<Scenario> {
     }
     let policy = match h.policy {
         None => None,
-        Some(p) => Some(
-            WritePolicy::from_json(p.to_string().as_bytes()).map_err(|e| anyhow!("{e}"))?,
-        ),
+        Some(p) => {
+            Some(WritePolicy::from_json(p.to_string().as_bytes()).map_err(|e| anyhow!("{e}"))?)
+        }
     };
     if h.scenario.trim().is_empty() || h.family.trim().is_empty() {
         bail!("scenario and family must not be empty");
@@ -583,7 +589,10 @@ fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
         used_tenants.insert(tenant.to_string());
         check_times(&st.op).map_err(|e| fail(st.line, e))?;
         for name in defined(&st.op) {
-            if names.insert((tenant.to_string(), name.clone()), st.line).is_some() {
+            if names
+                .insert((tenant.to_string(), name.clone()), st.line)
+                .is_some()
+            {
                 return Err(fail(
                     st.line,
                     format!("event {name} is defined twice in tenant {tenant}"),
@@ -595,6 +604,19 @@ fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
                 return Err(fail(
                     st.line,
                     format!("event {name} is not written before this line in tenant {tenant}"),
+                ));
+            }
+        }
+        let secret = match &st.op {
+            Op::Write(w) => Some((w.unsafe_kind, w.secret.is_some())),
+            Op::Observe(o) => Some((o.unsafe_kind, o.secret.is_some())),
+            _ => None,
+        };
+        if let Some((kind, has)) = secret {
+            if (kind == Some(UnsafeKind::Secret)) != has {
+                return Err(fail(
+                    st.line,
+                    "`secret` is required with, and only with, `unsafe: secret`".into(),
                 ));
             }
         }
@@ -714,7 +736,10 @@ mod tests {
         assert!(msg.starts_with("fam.jsonl:4:"), "{msg}");
         assert!(msg.contains("actr"), "{msg}");
         let dangling = GOOD.replace("\"expect\": []", "\"expect\": [\"e9\"]");
-        let msg = format!("{:#}", parse_file(Path::new("f.jsonl"), &dangling).expect_err("x"));
+        let msg = format!(
+            "{:#}",
+            parse_file(Path::new("f.jsonl"), &dangling).expect_err("x")
+        );
         assert!(msg.starts_with("f.jsonl:5:") && msg.contains("e9"), "{msg}");
     }
 }

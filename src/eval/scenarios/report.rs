@@ -364,7 +364,8 @@ pub struct Report {
     pub families: BTreeMap<String, FamilyReport>,
     /// Every failure, in run order.
     pub failures: Vec<Failure>,
-    /// Expected events missing from a recall's top 5 (relevance, not a target failure).
+    /// Not target failures: expected events missing from a recall's top 5, and observed
+    /// events whose type differs from the label.
     pub relevance_misses: Vec<Failure>,
     /// Wall time of the whole run, in seconds.
     pub wall_seconds: f64,
@@ -429,7 +430,11 @@ impl Report {
             "scenario suite: {} scenarios, {} steps, model {}",
             self.scenarios, self.steps, self.model
         );
-        let _ = writeln!(s, "\n{:<34}{:>12}{:>14}   target", "metric", "value", "counts");
+        let _ = writeln!(
+            s,
+            "\n{:<34}{:>12}{:>14}   target",
+            "metric", "value", "counts"
+        );
         let row = |s: &mut String, name: &str, v: String, c: String, t: &str| {
             let _ = writeln!(s, "{name:<34}{v:>12}{c:>14}   {t}");
         };
@@ -595,7 +600,7 @@ impl Report {
         if !self.relevance_misses.is_empty() {
             let _ = writeln!(
                 s,
-                "\nrelevance misses ({}; expected event not in the top 5):",
+                "\nmisses ({}; not target failures: an expected event outside the top 5, or an observed event typed differently from its label):",
                 self.relevance_misses.len()
             );
             for f in &self.relevance_misses {

@@ -17,7 +17,7 @@ use super::format::{
     EventSpec, GetExpect, GetStep, GrantSpec, InteractionSpec, ObserveExpect, ObserveStep, Op,
     RecallStep, Scenario, TimelineStep, UnsafeKind, WriteExpect, WriteStep,
 };
-use super::report::{round4, targets, FamilyAcc, Failure, Report, Tally};
+use super::report::{round4, targets, Failure, FamilyAcc, Report, Tally};
 use crate::auth::{roles, Limits, Principal, TenantGrant};
 use crate::embed::{Embedder, FastEmbedder};
 use crate::engine::{Engine, EngineConfig};
@@ -74,7 +74,10 @@ pub fn run(scenarios: &[Scenario], path: &Path, model_dir: &Path) -> anyhow::Res
         steps,
         targets: targets(&metrics),
         metrics,
-        families: families.iter().map(|(k, v)| (k.clone(), v.report())).collect(),
+        families: families
+            .iter()
+            .map(|(k, v)| (k.clone(), v.report()))
+            .collect(),
         failures,
         relevance_misses: misses,
         wall_seconds: round4(start.elapsed().as_secs_f64()),
@@ -178,7 +181,11 @@ fn play(
     let engine = rt
         .block_on(rt.spawn_blocking(move || Engine::open(config, dyn_embedder)))
         .context("engine open task")??;
-    let vectors = embed_texts(rt, embedder, texts_of(s, engine.config().limits.max_summary_bytes))?;
+    let vectors = embed_texts(
+        rt,
+        embedder,
+        texts_of(s, engine.config().limits.max_summary_bytes),
+    )?;
     let mut p = Play {
         s,
         rt,
@@ -424,11 +431,16 @@ impl Play<'_> {
             };
             self.fail(
                 "policy_decision",
-                format!("write {}: expected {:?}, got {got:?} ({why})", e.id, w.expect),
+                format!(
+                    "write {}: expected {:?}, got {got:?} ({why})",
+                    e.id, w.expect
+                ),
             );
         }
         let spoof = e.body_tenant.as_ref().is_some_and(|t| t != &e.tenant)
-            || w.grant.as_ref().is_some_and(|g| !g.actors.contains(&e.actor));
+            || w.grant
+                .as_ref()
+                .is_some_and(|g| !g.actors.contains(&e.actor));
         if spoof {
             self.tally.attribution_checked += 1;
             if got == WriteExpect::Reject {
@@ -442,7 +454,7 @@ impl Play<'_> {
         }
         let stored = result.as_ref().ok().map(|o| o.event.clone());
         if let Some(kind) = w.unsafe_kind {
-            self.check_unsafe(kind, &e.id, result.as_ref().ok());
+            self.check_unsafe(kind, w.secret.as_deref(), &e.id, result.as_ref().ok());
         }
         let past_expiry = e
             .expires_at
@@ -579,7 +591,13 @@ impl Play<'_> {
         }
     }
 
-    fn check_unsafe(&mut self, kind: UnsafeKind, what: &str, stored: Option<&crate::engine::WriteOutcome>) {
+    fn check_unsafe(
+        &mut self,
+        kind: UnsafeKind,
+        secret: Option<&str>,
+        what: &str,
+        stored: Option<&crate::engine::WriteOutcome>,
+    ) {
         self.tally.unsafe_labelled += 1;
         let Some(o) = stored else { return };
         let allowed = matches!(o.decision, Decision::Allow { .. });
@@ -590,7 +608,7 @@ impl Play<'_> {
             .any(|w| w == "instruction_like" || w == "role_marker");
         let unsafe_write = allowed
             && match kind {
-                UnsafeKind::Secret => true,
+                UnsafeKind::Secret => secret.is_none_or(|x| e.summary.contains(x)),
                 UnsafeKind::Untrusted => true,
                 UnsafeKind::Instruction => !flagged,
                 UnsafeKind::Sensitive => e.retention.expires_at.is_none(),
@@ -620,10 +638,16 @@ impl Play<'_> {
             wrong.push(format!("tenant {} (expected {})", ev.tenant_id, k.tenant));
         }
         if ev.source_refs != k.source {
-            wrong.push(format!("sources {:?} (expected {:?})", ev.source_refs, k.source));
+            wrong.push(format!(
+                "sources {:?} (expected {:?})",
+                ev.source_refs, k.source
+            ));
         }
         if ev.project_id != k.project {
-            wrong.push(format!("project {:?} (expected {:?})", ev.project_id, k.project));
+            wrong.push(format!(
+                "project {:?} (expected {:?})",
+                ev.project_id, k.project
+            ));
         }
         if wrong.is_empty() {
             self.tally.attribution_ok += 1;
@@ -668,7 +692,11 @@ impl Play<'_> {
                     .iter()
                     .map(|e| format!("{}: {}", e.field, e.message))
                     .collect();
-                anyhow::bail!("line {}: invalid interaction: {}", self.line, msg.join("; "));
+                anyhow::bail!(
+                    "line {}: invalid interaction: {}",
+                    self.line,
+                    msg.join("; ")
+                );
             }
         };
         let prepared = prepare(&interaction.text, limits.max_summary_bytes);
@@ -696,9 +724,16 @@ impl Play<'_> {
                 );
             }
             if let Some(kind) = o.unsafe_kind {
-                self.check_unsafe(kind, &name, None);
+                self.check_unsafe(kind, None, &name, None);
             }
-            self.insert_observed(&name, i, prepared.summary, Vec::new(), None, State::NotStored);
+            self.insert_observed(
+                &name,
+                i,
+                prepared.summary,
+                Vec::new(),
+                None,
+                State::NotStored,
+            );
             return Ok(());
         };
         self.tally.predicted_store += 1;
@@ -728,11 +763,13 @@ impl Play<'_> {
         }
         let candidate = candidate_body(&interaction, &prepared, &c, Timestamp::now());
         let g = writer(&i.tenant, None);
-        let result = self
-            .rt
-            .block_on(self.engine.write_embedded(&g, &candidate, vector.clone(), false));
+        let result =
+            self.rt.block_on(
+                self.engine
+                    .write_embedded(&g, &candidate, vector.clone(), false),
+            );
         if let Some(kind) = o.unsafe_kind {
-            self.check_unsafe(kind, &name, result.as_ref().ok());
+            self.check_unsafe(kind, o.secret.as_deref(), &name, result.as_ref().ok());
         }
         let (state, real, stored) = match &result {
             Ok(out) => {
@@ -741,7 +778,11 @@ impl Play<'_> {
                     Decision::Review { .. } => State::Pending,
                     Decision::Deny { .. } => State::NotStored,
                 };
-                (state, Some(out.event.event_id.clone()), Some(out.event.clone()))
+                (
+                    state,
+                    Some(out.event.event_id.clone()),
+                    Some(out.event.clone()),
+                )
             }
             Err(_) => (State::NotStored, None, None),
         };
@@ -802,7 +843,8 @@ impl Play<'_> {
             guarded_by: Vec::new(),
             gone_case: None,
         };
-        self.known.insert((i.tenant.clone(), name.to_string()), known);
+        self.known
+            .insert((i.tenant.clone(), name.to_string()), known);
     }
 
     // ---- lifecycle ----------------------------------------------------------------------
@@ -810,7 +852,10 @@ impl Play<'_> {
     fn review(&mut self, tenant: &str, name: &str, approve: bool) {
         let real = self.real_id(tenant, name);
         let g = reviewer(tenant);
-        match self.rt.block_on(self.engine.review(&g, &real, approve, None)) {
+        match self
+            .rt
+            .block_on(self.engine.review(&g, &real, approve, None))
+        {
             Ok(_) => {}
             Err(p) => {
                 self.fail(
@@ -861,7 +906,10 @@ impl Play<'_> {
         let real = self.real_id(tenant, name);
         let g = writer(tenant, None);
         if let Err(p) = self.rt.block_on(self.engine.delete(&g, &real)) {
-            self.fail("deletion", format!("delete {name} failed: {}", describe(&p)));
+            self.fail(
+                "deletion",
+                format!("delete {name} failed: {}", describe(&p)),
+            );
         }
         self.mark_gone(tenant, name);
     }
@@ -871,7 +919,10 @@ impl Play<'_> {
         let receipt = match self.rt.block_on(self.engine.erase(&g, actor)) {
             Ok(r) => r,
             Err(p) => {
-                self.fail("deletion", format!("erase {actor} failed: {}", describe(&p)));
+                self.fail(
+                    "deletion",
+                    format!("erase {actor} failed: {}", describe(&p)),
+                );
                 return;
             }
         };
@@ -921,7 +972,11 @@ impl Play<'_> {
             });
             if let Some((file, _)) = found {
                 self.gone[idx].ok = false;
-                let kind = if self.gone[idx].expired { "expiry" } else { "deletion" };
+                let kind = if self.gone[idx].expired {
+                    "expiry"
+                } else {
+                    "deletion"
+                };
                 self.fail(
                     kind,
                     format!("{} content still in {} after compaction", k.name, file),
@@ -1122,7 +1177,11 @@ impl Play<'_> {
         match state {
             Some((State::Deleted | State::Expired, Some(case))) => {
                 self.gone[case].ok = false;
-                let kind = if self.gone[case].expired { "expiry" } else { "deletion" };
+                let kind = if self.gone[case].expired {
+                    "expiry"
+                } else {
+                    "deletion"
+                };
                 self.fail(kind, format!("{name} returned by {via} ({})", ev.summary));
             }
             _ => self.fail("get", format!("{name} found by {via}, expected missing")),
@@ -1144,7 +1203,9 @@ impl Play<'_> {
         }
         let mut names = Vec::new();
         for ev in events {
-            let own = by_real.get(&ev.event_id).filter(|k| k.summary == ev.summary);
+            let own = by_real
+                .get(&ev.event_id)
+                .filter(|k| k.summary == ev.summary);
             let Some(k) = own.filter(|_| ev.tenant_id == ctx.tenant) else {
                 self.foreign(ctx, ev);
                 continue;
@@ -1224,7 +1285,11 @@ impl Play<'_> {
                 if let Some(case) = k.gone_case {
                     self.gone[case].ok = false;
                 }
-                let kind = if k.state == State::Expired { "expiry" } else { "deletion" };
+                let kind = if k.state == State::Expired {
+                    "expiry"
+                } else {
+                    "deletion"
+                };
                 self.fail(kind, format!("{} returned {} {}", ctx.what, kind, k.name));
             }
             State::Pending => {
@@ -1237,7 +1302,10 @@ impl Play<'_> {
             State::NotStored => {
                 self.fail(
                     "not_admitted_returned",
-                    format!("{} returned {}, which should never have been stored", ctx.what, k.name),
+                    format!(
+                        "{} returned {}, which should never have been stored",
+                        ctx.what, k.name
+                    ),
                 );
             }
         }
@@ -1267,7 +1335,11 @@ impl Play<'_> {
                     format!(
                         "{} returned {} {} ({:?})",
                         ctx.what,
-                        if k.stale { "stale" } else { "superseded/expired" },
+                        if k.stale {
+                            "stale"
+                        } else {
+                            "superseded/expired"
+                        },
                         k.name,
                         k.summary
                     ),
@@ -1312,8 +1384,7 @@ impl Play<'_> {
         let g = reader(tenant, None);
         match self.engine.recall_with_vector(&g, &req, vector) {
             Ok(resp) => {
-                let events: Vec<StoredEvent> =
-                    resp.results.into_iter().map(|h| h.event).collect();
+                let events: Vec<StoredEvent> = resp.results.into_iter().map(|h| h.event).collect();
                 let ctx = ReadCtx {
                     tenant,
                     what,
@@ -1340,7 +1411,10 @@ impl Play<'_> {
             include_superseded: true,
             as_of: None,
         };
-        match self.rt.block_on(self.engine.timeline(&reader(tenant, None), q)) {
+        match self
+            .rt
+            .block_on(self.engine.timeline(&reader(tenant, None), q))
+        {
             Ok(page) => {
                 let ctx = ReadCtx {
                     tenant,
@@ -1434,7 +1508,10 @@ impl Play<'_> {
                 as_of: None,
             };
             let names: Vec<String> =
-                match self.engine.recall_with_vector(&reader(&c.tenant, None), &req, &new.vector) {
+                match self
+                    .engine
+                    .recall_with_vector(&reader(&c.tenant, None), &req, &new.vector)
+                {
                     Ok(r) => {
                         let events: Vec<StoredEvent> =
                             r.results.into_iter().map(|h| h.event).collect();
@@ -1508,4 +1585,3 @@ fn read_all_files(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
-
