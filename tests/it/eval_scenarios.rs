@@ -93,12 +93,13 @@ fn loader_rejects_a_malformed_scenario_naming_file_and_line() {
     assert!(msg.starts_with(&at), "{msg}");
     assert!(msg.contains("stail"), "{msg}");
 
-    let unknown_tenant = text.replace("\"tenant\": \"b\"", "\"tenant\": \"c\"");
+    let valid = text.replace("stail", "stale");
+    let unknown_tenant = valid.replace("\"tenant\": \"b\"", "\"tenant\": \"c\"");
     std::fs::write(&file, unknown_tenant).expect("write");
     let msg = format!("{:#}", load(dir.path()).expect_err("unknown tenant"));
     assert!(msg.starts_with(&at) && msg.contains("tenant c"), "{msg}");
 
-    let bad_json = text.replace("\"summary\": \"s\",", "\"summary\": \"s\"");
+    let bad_json = valid.replace("\"summary\": \"s\",", "\"summary\": \"s\"");
     std::fs::write(&file, bad_json).expect("write");
     let msg = format!("{:#}", load(dir.path()).expect_err("bad json"));
     assert!(msg.starts_with(&format!("{}:3:", file.display())), "{msg}");

@@ -610,7 +610,13 @@ fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
         let secret = match &st.op {
             Op::Write(w) => Some((w.unsafe_kind, w.secret.is_some())),
             Op::Observe(o) => Some((o.unsafe_kind, o.secret.is_some())),
-            _ => None,
+            Op::Review(_)
+            | Op::Delete(_)
+            | Op::Erase(_)
+            | Op::Compact(_)
+            | Op::Recall(_)
+            | Op::Timeline(_)
+            | Op::Get(_) => None,
         };
         if let Some((kind, has)) = secret {
             if (kind == Some(UnsafeKind::Secret)) != has {
