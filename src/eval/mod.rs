@@ -1,4 +1,5 @@
-//! Retrieval-quality evaluation on public benchmarks (LoCoMo, MADial-Bench).
+//! Retrieval-quality evaluation on public benchmarks (LoCoMo, MADial-Bench) and on the
+//! labelled scenario suite of `data/scenarios/` ([`scenarios`]).
 //!
 //! Role: `episodic eval <dataset>` loads a benchmark from a path given on the command line
 //! (the data is never copied into the repository), ingests it through the engine's normal
@@ -20,6 +21,7 @@
 pub mod locomo;
 pub mod madial;
 pub mod metrics;
+pub mod scenarios;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -62,6 +64,26 @@ pub enum Dataset {
     Madial(MadialArgs),
     /// Write precision/recall, type and privacy accuracy of `POST /v1/observe`'s classifier.
     Observe(ObserveArgs),
+    /// The labelled scenario suite: write quality, attribution, staleness, corrections,
+    /// deletion, expiry, isolation, relevance and unsafe writes, end to end.
+    Scenarios(ScenariosArgs),
+}
+
+/// `episodic eval scenarios` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ScenariosArgs {
+    /// A scenario file or a directory of `*.jsonl` scenario files.
+    #[arg(long, default_value = "data/scenarios")]
+    pub path: PathBuf,
+    /// Only scenarios whose id starts with this prefix.
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Where to write the JSON report (default `target/eval/scenarios.json`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The models directory (manifest.json and files/).
+    #[arg(long, default_value = "models")]
+    pub model_dir: PathBuf,
 }
 
 /// `episodic eval observe` arguments.
@@ -95,6 +117,33 @@ fn run_observe(a: &ObserveArgs) -> anyhow::Result<()> {
         obj.insert("misses".into(), serde_json::json!(report.misses.len()));
     }
     println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+/// Runs the scenario suite, prints the table and writes the JSON report.
+fn run_scenarios(a: &ScenariosArgs) -> anyhow::Result<()> {
+    let report = scenarios::evaluate(&scenarios::Options {
+        path: a.path.clone(),
+        model_dir: a.model_dir.clone(),
+        only: a.only.clone(),
+    })?;
+    print!("{}", report.table());
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("target").join("eval").join("scenarios.json"));
+    write_report(&out, &serde_json::to_value(&report)?)
+}
+
+/// Writes a JSON report, creating its directory.
+fn write_report(out: &Path, report: &Value) -> anyhow::Result<()> {
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let text = serde_json::to_string_pretty(report)?;
+    std::fs::write(out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
+    println!("report written to {}", out.display());
     Ok(())
 }
 
@@ -145,6 +194,7 @@ pub struct MadialArgs {
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let (name, common, report) = match args.dataset {
         Dataset::Observe(a) => return run_observe(&a),
+        Dataset::Scenarios(a) => return run_scenarios(&a),
         Dataset::Locomo(a) => {
             let opts = locomo::Options {
                 path: a.path,
@@ -174,14 +224,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             .join("eval")
             .join(format!("{name}.json"))
     });
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let text = serde_json::to_string_pretty(&report)?;
-    std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
-    println!("report written to {}", out.display());
-    Ok(())
+    write_report(&out, &report)
 }
 
 /// One event to ingest: its tenant, client event id and the JSON write body.
@@ -255,10 +298,10 @@ pub struct ConfigReport {
 }
 
 /// Removes a directory tree when dropped.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
