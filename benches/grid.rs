@@ -10,7 +10,10 @@
 //!   stdin with one JSON line each (the peer driver interleaves Episodic with its peers).
 //!
 //! Environment: `GRID_N` (events, default 100000), `GRID_QUERIES` (per row, default 100),
-//! `GRID_DIR` (default `$CARGO_TARGET_DIR/grid` or `target/grid`).
+//! `GRID_DIR` (default `$CARGO_TARGET_DIR/grid` or `target/grid`), `GRID_ENGINE_DIR` (keep
+//! and reopen the ingested engine), `GRID_ROWS` (rows of the standalone table),
+//! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (override
+//! the engine's exact-vs-HNSW path selection).
 //!
 //! Files in `$GRID_DIR/n<N>/`: `vectors.f32` (N×384 little-endian f32), `attrs.u16`
 //! (N×4 u16: tenant, actor, type, project), `queries.f32` (Q×384), `grid.json` (rows with
@@ -194,15 +197,24 @@ fn generate(n: usize, q: usize) -> Corpus {
         ("half_tenant_5%", 0.05, |r, _| {
             (0, pick(r, ACTORS, ACTORS / 2), vec![], vec![])
         }),
-        ("2actors_1%", 0.01, |r, _| (0, pick(r, ACTORS, 2), vec![], vec![])),
+        ("2actors_1%", 0.01, |r, _| {
+            (0, pick(r, ACTORS, 2), vec![], vec![])
+        }),
         ("actor+project_0.1%", 0.001, |r, _| {
             (0, pick(r, ACTORS, 1), vec![], pick(r, PROJECTS, 1))
         }),
         ("actor+type+project_0.01%", 0.0001, |r, _| {
-            (0, pick(r, ACTORS, 1), pick(r, TYPES, 1), pick(r, PROJECTS, 1))
+            (
+                0,
+                pick(r, ACTORS, 1),
+                pick(r, TYPES, 1),
+                pick(r, PROJECTS, 1),
+            )
         }),
         ("smallest_tenant", 0.0, |_, s| (s, vec![], vec![], vec![])),
-        ("matches_nothing", 0.0, |_, _| (0, vec![NO_ACTOR], vec![], vec![])),
+        ("matches_nothing", 0.0, |_, _| {
+            (0, vec![NO_ACTOR], vec![], vec![])
+        }),
     ];
     let mut meta_rows = Vec::new();
     for (name, target, draw) in rows {
@@ -294,7 +306,8 @@ fn save(c: &Corpus, dir: &Path) {
 }
 
 fn load(dir: &Path) -> Option<Corpus> {
-    let meta: GridMeta = serde_json::from_slice(&std::fs::read(dir.join("grid.json")).ok()?).ok()?;
+    let meta: GridMeta =
+        serde_json::from_slice(&std::fs::read(dir.join("grid.json")).ok()?).ok()?;
     let vectors = read_f32(&dir.join("vectors.f32"));
     let queries = read_f32(&dir.join("queries.f32"));
     let raw = std::fs::read(dir.join("attrs.u16")).ok()?;
@@ -319,11 +332,13 @@ fn load(dir: &Path) -> Option<Corpus> {
 }
 
 fn grid_dir(n: usize) -> PathBuf {
-    let base = std::env::var_os("GRID_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
-            .join("grid")
-    });
+    let base = std::env::var_os("GRID_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| PathBuf::from("target"), PathBuf::from)
+                .join("grid")
+        });
     base.join(format!("n{n}"))
 }
 
@@ -357,11 +372,23 @@ fn engine_config(dir: &Path) -> EngineConfig {
         confidence: 0.0,
     };
     config.stale = SubjectRule::OFF;
+    // Path-selection knobs, to compare the default exact/HNSW split with alternatives.
+    let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok());
+    if let Some(v) = knob("GRID_EXACT_MAX_CANDIDATES") {
+        config.recall.exact_max_candidates = v as usize;
+    }
+    if let Some(v) = knob("GRID_HNSW_MIN_FRACTION") {
+        config.recall.hnsw_min_fraction = v;
+    }
+    if let Some(v) = knob("GRID_HNSW_OVERSAMPLE") {
+        config.recall.hnsw_oversample = v as usize;
+    }
     config
 }
 
 fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> Engine {
-    let engine = Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("engine");
+    let engine =
+        Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("engine");
     let started = Instant::now();
     rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -391,7 +418,10 @@ fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> Engine {
             if set.len() >= 1024 {
                 while let Some(r) = set.join_next().await {
                     let d = r.expect("join").expect("write");
-                    assert!(matches!(d, episodic::model::Decision::Allow { .. }), "{d:?}");
+                    assert!(
+                        matches!(d, episodic::model::Decision::Allow { .. }),
+                        "{d:?}"
+                    );
                 }
             }
             if i > 0 && i % 100_000 == 0 {
@@ -411,6 +441,32 @@ fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> Engine {
     engine
 }
 
+/// With `GRID_ENGINE_DIR`, the ingested engine is kept there and reopened by later runs
+/// (the log is replayed, HNSW rebuilt or loaded); otherwise a temporary directory is used.
+fn open_or_ingest(rt: &tokio::runtime::Runtime, c: &Corpus, tmp: &Path) -> Engine {
+    let Some(base) = std::env::var_os("GRID_ENGINE_DIR").map(PathBuf::from) else {
+        return ingest(rt, c, tmp);
+    };
+    let dir = base.join(format!("n{}", c.n));
+    let marker = dir.join("grid-ingested");
+    if marker.exists() {
+        let started = Instant::now();
+        let engine =
+            Engine::open(engine_config(&dir), Arc::new(HashingEmbedder::new())).expect("reopen");
+        eprintln!(
+            "reopened {} in {:.1}s",
+            dir.display(),
+            started.elapsed().as_secs_f64()
+        );
+        return engine;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("engine dir");
+    let engine = ingest(rt, c, &dir);
+    std::fs::write(&marker, "ok").expect("marker");
+    engine
+}
+
 fn request(gq: &GridQuery) -> (TenantGrant, RecallRequest) {
     let scope = Scope {
         actor_ids: gq.actors.iter().map(|a| format!("a{a}")).collect(),
@@ -426,7 +482,10 @@ fn request(gq: &GridQuery) -> (TenantGrant, RecallRequest) {
         include_stale: false,
         as_of: None,
     };
-    (TenantGrant::internal(&format!("t{}", gq.tenant), "bench"), req)
+    (
+        TenantGrant::internal(&format!("t{}", gq.tenant), "bench"),
+        req,
+    )
 }
 
 /// Event index from the summary `e<i>`.
@@ -442,6 +501,8 @@ struct Measured {
     /// Per-call latencies in microseconds.
     lat_us: Vec<f64>,
     wall_s: f64,
+    /// Process CPU time (user + system) over the measurement, in seconds.
+    cpu_s: f64,
     calls: usize,
     /// Result event indexes per query (client 0, first round only).
     ids: Vec<Vec<u32>>,
@@ -477,15 +538,22 @@ fn measure(engine: &Engine, c: &Corpus, row: &GridRow, clients: usize, rounds: u
         }
         (lat, ids, paths)
     };
+    let cpu0 = process_cpu_s();
     let started = Instant::now();
-    let outs: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..clients).map(|cl| s.spawn(move || run(cl))).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("client"))
-            .collect()
-    });
+    // One client runs on this thread, whose CPU time stays countable after the run.
+    let outs: Vec<_> = if clients <= 1 {
+        vec![run(0)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..clients).map(|cl| s.spawn(move || run(cl))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("client"))
+                .collect()
+        })
+    };
     let wall_s = started.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_s() - cpu0;
     let mut lat_us = Vec::new();
     let mut ids = Vec::new();
     let mut paths = Vec::new();
@@ -503,9 +571,25 @@ fn measure(engine: &Engine, c: &Corpus, row: &GridRow, clients: usize, rounds: u
         calls: lat_us.len(),
         lat_us,
         wall_s,
+        cpu_s,
         ids,
         paths,
     }
+}
+
+/// CPU seconds consumed so far by this process's live threads (first field of each
+/// `/proc/self/task/*/schedstat`, in ns; NaN where unavailable). On a shared machine this is
+/// steadier than wall time. Threads that exited are not counted: measure the 1-client run.
+fn process_cpu_s() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let ns: u64 = tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e9
 }
 
 fn percentile(v: &[f64], p: f64) -> f64 {
@@ -554,9 +638,15 @@ fn quality(c: &Corpus, row: &GridRow, ids: &[Vec<u32>]) -> (f64, usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mode = args.first().map_or("all", String::as_str);
-    let n: usize = std::env::var("GRID_N").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let n: usize = std::env::var("GRID_N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
     let q: usize = std::env::var("GRID_QUERIES")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -568,24 +658,46 @@ fn main() {
     }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let tmp = tempfile::tempdir().expect("tmp");
-    let engine = ingest(&rt, &c, tmp.path());
+    let engine = open_or_ingest(&rt, &c, tmp.path());
     match mode {
         "serve" => serve(&engine, &c),
+        "profile" => {
+            // `profile <row> <seconds>`: loop one row single-client (attach perf to the pid).
+            let row = args.get(1).map_or("tenant_10%", String::as_str);
+            let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20.0);
+            let row = c.meta.rows.iter().find(|r| r.name == row).expect("row");
+            eprintln!(
+                "profiling row {} for {secs}s, pid {}",
+                row.name,
+                std::process::id()
+            );
+            let started = Instant::now();
+            let mut calls = 0;
+            while started.elapsed().as_secs_f64() < secs {
+                calls += measure(&engine, &c, row, 1, 1).calls;
+            }
+            eprintln!("{calls} calls, {:.0}/s", calls as f64 / secs);
+        }
         _ => {
             println!(
-                "{:<26} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6}  path",
-                "row", "select", "p50 ms", "p99 ms", "QPS1", "QPS2", "recall", "short"
+                "{:<26} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6}  path",
+                "row", "select", "p50 ms", "p99 ms", "cpu ms/q", "QPS1", "QPS2", "recall", "short"
             );
+            let only = std::env::var("GRID_ROWS").unwrap_or_default();
             for row in &c.meta.rows {
+                if !only.is_empty() && !only.split(',').any(|r| r == row.name) {
+                    continue;
+                }
                 let m1 = measure(&engine, &c, row, 1, 3);
                 let m2 = measure(&engine, &c, row, 2, 2);
                 let (recall, short) = quality(&c, row, &m1.ids);
                 println!(
-                    "{:<26} {:>8.4}% {:>9.3} {:>9.3} {:>9.0} {:>8.0} {:>9.4} {:>6}  {}",
+                    "{:<26} {:>8.4}% {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>8.0} {:>9.4} {:>6}  {}",
                     row.name,
                     row.selectivity * 100.0,
                     percentile(&m1.lat_us, 0.5) / 1e3,
                     percentile(&m1.lat_us, 0.99) / 1e3,
+                    m1.cpu_s * 1e3 / m1.calls as f64,
                     m1.calls as f64 / m1.wall_s,
                     m2.calls as f64 / m2.wall_s,
                     recall,

@@ -245,6 +245,21 @@ class Pgvector:
             out.append((sql, tuple(args + [vec])))
         return out
 
+    def server_cpu_s(self):
+        """CPU seconds of all postgres processes (backends included; /proc/PID/schedstat,
+        postgres processes are single-threaded)."""
+        total = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() != "postgres":
+                    continue
+                total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+        return total / 1e9
+
     def client(self):
         conn = self.connect()
         cur = conn.cursor()
@@ -257,9 +272,9 @@ class Pgvector:
 
 class Episodic:
     """The Rust engine in `serve` mode (cargo bench --bench grid -- serve)."""
-    name = "episodic"
 
-    def __init__(self, cmd, env):
+    def __init__(self, name, cmd, env):
+        self.name = name
         t0 = time.time()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
@@ -269,7 +284,7 @@ class Episodic:
                 raise RuntimeError("episodic serve exited")
             if line.strip() == "ready":
                 break
-        print(f"episodic: ready in {time.time() - t0:.1f}s", file=sys.stderr)
+        print(f"{name}: ready in {time.time() - t0:.1f}s", file=sys.stderr)
 
     def measure(self, row, clients, rounds):
         self.proc.stdin.write(f"measure {row['name']} {clients} {rounds}\n")
@@ -299,6 +314,7 @@ def run_python(system, row, clients, rounds):
         runners.append(system.client() if hasattr(system, "client") else system.query)
     lats = [[] for _ in range(clients)]
     ids0 = []
+    server0 = system.server_cpu_s() if isinstance(system, Pgvector) else 0.0
 
     def work(cl):
         run = runners[cl]
@@ -311,6 +327,7 @@ def run_python(system, row, clients, rounds):
                 if cl == 0 and rnd == 0:
                     ids0.append(got)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if clients == 1:
         work(0)
     else:
@@ -320,8 +337,11 @@ def run_python(system, row, clients, rounds):
         for t in ts:
             t.join()
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    if isinstance(system, Pgvector):
+        cpu += system.server_cpu_s() - server0
     all_l = [x for l in lats for x in l]
-    return {"lat_us": all_l, "wall_s": wall, "calls": len(all_l), "ids": ids0}
+    return {"lat_us": all_l, "wall_s": wall, "cpu_s": cpu, "calls": len(all_l), "ids": ids0}
 
 
 def pct(v, p):
@@ -342,6 +362,8 @@ def main():
     ap.add_argument("--rows", default="", help="comma-separated row names (default all)")
     ap.add_argument("--out", required=True, help="JSON results file")
     ap.add_argument("--episodic-cmd", default="", help="command that starts grid serve")
+    ap.add_argument("--episodic-variant", action="append", default=[],
+                    help="NAME:ENV=V,ENV=V another Episodic with other knobs (repeatable)")
     args = ap.parse_args()
 
     c = Corpus(Path(args.grid))
@@ -351,7 +373,22 @@ def main():
     wanted = args.systems.split(",")
     systems = []
     if "episodic" in wanted:
-        systems.append(Episodic(args.episodic_cmd.split(), dict(os.environ)))
+        systems.append(Episodic("episodic", args.episodic_cmd.split(), dict(os.environ)))
+    for spec in args.episodic_variant:
+        # NAME:KEY=VALUE,KEY=VALUE — another Episodic process with other path knobs, on its
+        # own copy of the ingested engine (two engines cannot open one directory).
+        name, _, kvs = spec.partition(":")
+        env = dict(os.environ)
+        env.update(kv.split("=", 1) for kv in kvs.split(",") if kv)
+        base = os.environ.get("GRID_ENGINE_DIR")
+        if base:
+            src = Path(base) / f"n{c.n}"
+            dst = Path(f"{base}-{name}") / f"n{c.n}"
+            if (src / "grid-ingested").exists() and not (dst / "grid-ingested").exists():
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(src, dst)
+            env["GRID_ENGINE_DIR"] = f"{base}-{name}"
+        systems.append(Episodic(name, args.episodic_cmd.split(), env))
     if "qdrant-edge" in wanted:
         systems.append(Qdrant(c, work, args.ef))
     if "pgvector" in wanted:
@@ -363,7 +400,8 @@ def main():
     results = {}
     load1 = os.getloadavg()[0]
     for row in rows:
-        per = {s.name: {"lat1": [], "qps1": [], "qps2": [], "lat2": [], "ids": None}
+        per = {s.name: {"lat1": [], "qps1": [], "qps2": [], "lat2": [], "cpu1": [],
+                        "ids": None}
                for s in systems}
         for rnd in range(args.rounds):
             order = systems[rnd % len(systems):] + systems[:rnd % len(systems)]
@@ -377,6 +415,7 @@ def main():
                     if clients == 1:
                         r["lat1"] += m["lat_us"]
                         r["qps1"].append(m["calls"] / m["wall_s"])
+                        r["cpu1"].append(m.get("cpu_s", float("nan")) / m["calls"])
                         if r["ids"] is None:
                             r["ids"] = m["ids"]
                             r["paths"] = m.get("paths")
@@ -392,6 +431,7 @@ def main():
                 "qps1": float(np.median(r["qps1"])),
                 "qps2": float(np.median(r["qps2"])),
                 "p50_2c_ms": pct(r["lat2"], 0.5) / 1e3,
+                "cpu_ms_per_query": float(np.median(r["cpu1"])) * 1e3,
                 "recall10": recall,
                 "short": short,
                 "queries": len(row["queries"]),
@@ -416,13 +456,18 @@ def main():
 
 
 def print_table(doc):
-    names = ["episodic", "qdrant-edge", "pgvector", "exact"]
+    nan = float("nan")
+    names = []
+    for row in doc["rows"].values():
+        for name in row["systems"]:
+            if name not in names:
+                names.append(name)
     print(f"\nn={doc['n']}  queries/row={doc['queries_per_row']}  rounds={doc['rounds']}"
           f"  peer ef={doc['ef']}  cpus={doc['cpus']}"
           f"  load {doc['loadavg_start']:.1f}->{doc['loadavg_end']:.1f}")
     hdr = (f"{'row':<25} {'sel%':>8} {'system':<12} {'p50ms':>8} {'p99ms':>8} {'QPS1':>8}"
-           f" {'QPS2':>8} {'rec@10':>7} {'short':>5}  {'QPS1 ep/x':>9} {'QPS2 ep/x':>9}"
-           f" {'p50 x/ep':>8}")
+           f" {'QPS2':>8} {'cpu ms/q':>8} {'rec@10':>7} {'short':>5}  {'QPS1 ep/x':>9}"
+           f" {'QPS2 ep/x':>9} {'p50 x/ep':>8} {'cpu x/ep':>8}")
     print(hdr)
     print("-" * len(hdr))
     for rname, row in doc["rows"].items():
@@ -436,14 +481,18 @@ def print_table(doc):
             ratio = ""
             if ep and name != "episodic":
                 ratio = (f"  {ep['qps1'] / s['qps1']:>9.2f} {ep['qps2'] / s['qps2']:>9.2f}"
-                         f" {s['p50_ms'] / ep['p50_ms']:>8.2f}")
+                         f" {s['p50_ms'] / ep['p50_ms']:>8.2f}"
+                         f" {s.get('cpu_ms_per_query', nan) / ep.get('cpu_ms_per_query', nan):>8.2f}")
             label = rname if first else ""
             sel = f"{row['selectivity'] * 100:.4f}" if first else ""
             print(f"{label:<25} {sel:>8} {name:<12} {s['p50_ms']:>8.3f} {s['p99_ms']:>8.3f}"
-                  f" {s['qps1']:>8.0f} {s['qps2']:>8.0f} {s['recall10']:>7.4f}"
+                  f" {s['qps1']:>8.0f} {s['qps2']:>8.0f} {s.get('cpu_ms_per_query', nan):>8.3f}"
+                  f" {s['recall10']:>7.4f}"
                   f" {s['short']:>5}{ratio}")
             first = False
-    print("ratios: QPS ep/x > 1 and p50 x/ep > 1 mean Episodic is faster than system x")
+    print("ratios: QPS ep/x > 1, p50 x/ep > 1 and cpu x/ep > 1 mean Episodic is faster than"
+          " system x; cpu ms/q = process CPU per 1-client query (pgvector: client + all"
+          " postgres processes), steadier than wall time on a shared machine")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 export GRID_N=${GRID_N:-100000}
 export GRID_QUERIES=${GRID_QUERIES:-100}
+# The ingested engine is kept and reopened by later runs (delete the directory to re-ingest).
+export GRID_ENGINE_DIR=${GRID_ENGINE_DIR:-$CARGO_TARGET_DIR/grid-engine}
 VENV=${PEERS_VENV:-$CARGO_TARGET_DIR/venv}
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
@@ -19,4 +21,5 @@ cargo bench -q --bench grid -- gen
   --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
   --systems "${SYSTEMS:-episodic,qdrant-edge,pgvector,exact}" \
   --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
-  --episodic-cmd "cargo bench -q --bench grid -- serve"
+  --episodic-cmd "cargo bench -q --bench grid -- serve" \
+  --episodic-variant "episodic-hnsw:GRID_EXACT_MAX_CANDIDATES=2000,GRID_HNSW_MIN_FRACTION=0.01"
