@@ -21,10 +21,13 @@ use crate::retrieve::{Hit, RecallRequest};
 
 /// Request body: the retriever's input key is `message`.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct LangChainQuery {
     /// The query text.
+    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
     pub message: String,
     /// Documents to return, 1–100 (default 10).
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// Scope filters, as in `POST /v1/recall`.
     pub scope: Option<crate::retrieve::Scope>,

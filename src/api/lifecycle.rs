@@ -129,10 +129,10 @@ pub async fn compact(
     params(
         ("eventId" = Option<String>, Query, description = "Only entries mentioning this event"),
         ("action" = Option<String>, Query, description = "Only this action"),
-        ("from" = Option<String>, Query, description = "Inclusive lower bound (RFC 3339)"),
-        ("to" = Option<String>, Query, description = "Exclusive upper bound (RFC 3339)"),
-        ("limit" = Option<u32>, Query, description = "Page size, 1-1000 (default 100)"),
-        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page"),
+        ("from" = Option<String>, Query, format = DateTime, description = "Inclusive lower bound (RFC 3339)"),
+        ("to" = Option<String>, Query, format = DateTime, description = "Exclusive upper bound (RFC 3339)"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Page size, 1-1000 (default 100)"),
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,19}$", description = "`nextCursor` of the previous page"),
     ),
     responses(
         (status = 200, description = "a page of entries", body = AuditPage),

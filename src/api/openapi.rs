@@ -106,20 +106,26 @@ pub struct WriteResponse {
 /// `POST /v1/observe` body: one interaction to classify.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ObserveBody {
     /// The interaction text.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub text: String,
     /// `user`, `assistant`, `tool` or `system`.
+    #[schema(pattern = "^(user|assistant|tool|system)$")]
     pub role: String,
     /// Who said or did it.
+    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub actor_id: String,
-    /// When (default: now).
-    pub occurred_at: Option<Timestamp>,
+    /// When it happened.
+    pub occurred_at: Timestamp,
     /// Where it came from (at least one).
+    #[schema(min_items = 1)]
     pub source_refs: Vec<String>,
     /// Trust of the source.
     pub source_trust: SourceTrust,
     /// Project.
+    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub project_id: Option<String>,
     /// Resources it concerns.
     pub resource_refs: Option<Vec<String>>,
@@ -145,12 +151,15 @@ pub struct ObserveResponse {
 /// `POST /v1/recall` body.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct RecallBody {
     /// What to look for (1–4096 bytes).
+    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
     pub query: String,
     /// Scope filters; the tenant always comes from the key.
     pub scope: Option<Scope>,
     /// Hits to return, 1–100 (default 10).
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// Also return superseded events.
     pub include_superseded: Option<bool>,
@@ -163,15 +172,19 @@ pub struct RecallBody {
 /// `POST /v1/erasure` body.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ErasureBody {
     /// The actor whose events marked `deleteOnRequest` are erased.
+    #[schema(min_length = 1, max_length = 512, pattern = "\\S")]
     pub actor_id: String,
 }
 
 /// Optional body of a review decision.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ReviewNote {
     /// Reviewer's note (at most 4096 bytes).
+    #[schema(max_length = 1024)]
     pub note: Option<String>,
 }
 
@@ -216,6 +229,7 @@ pub struct HistoryResponse {
 /// `POST /v1/admin/keys` body.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct NewKeyBody {
     /// The tenant the key is bound to.
     pub tenant_id: String,
@@ -269,6 +283,7 @@ pub struct Revoked {
 /// `POST /v1/admin/policy/replay` body.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ReplayBody {
     /// A candidate write policy (same format as the `--policy` file).
     #[schema(value_type = Object)]
@@ -340,6 +355,9 @@ fn static_page(summary: &str, param: Option<(&str, &str)>) -> utoipa::openapi::p
     let ok = ResponseBuilder::new()
         .description("the file (text/html, text/javascript, text/css or image/svg+xml)")
         .content("text/html", ContentBuilder::new().build())
+        .content("text/javascript", ContentBuilder::new().build())
+        .content("text/css", ContentBuilder::new().build())
+        .content("image/svg+xml", ContentBuilder::new().build())
         .build();
     let missing = ResponseBuilder::new()
         .description("no such file")
@@ -362,6 +380,11 @@ fn static_page(summary: &str, param: Option<(&str, &str)>) -> utoipa::openapi::p
                 .name(name)
                 .parameter_in(ParameterIn::Path)
                 .required(Required::True)
+                .schema(Some(
+                    utoipa::openapi::ObjectBuilder::new()
+                        .schema_type(utoipa::openapi::schema::Type::String)
+                        .pattern(Some("^(index\\.html|app\\.js|style\\.css|favicon\\.svg)$")),
+                ))
                 .description(Some(description)),
         );
     }

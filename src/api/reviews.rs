@@ -22,8 +22,8 @@ use crate::error::{FieldError, Problem};
     tag = "governance",
     summary = "Pending reviews of the tenant",
     params(
-        ("status" = Option<String>, Query, description = "Only `pending` is supported"),
-        ("limit" = Option<u32>, Query, description = "1-1000 (default 100)"),
+        ("status" = Option<String>, Query, pattern = "^pending$", description = "Only `pending` is supported"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "1-1000 (default 100)"),
     ),
     responses(
         (status = 200, description = "pending events", body = ReviewList),
@@ -129,7 +129,7 @@ async fn decide(
     tag = "governance",
     summary = "Approve a pending event (approver role; never your own write)",
     params(("eventId" = String, Path, description = "Event id")),
-    request_body(content = Option<ReviewNote>, description = "Optional note"),
+    request_body(content = ReviewNote, description = "Optional: omit the body or send a note"),
     responses(
         (status = 200, description = "decided", body = crate::engine::ReviewOutcome),
         (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
@@ -159,7 +159,7 @@ pub async fn approve(
     tag = "governance",
     summary = "Reject a pending event (approver role; never your own write)",
     params(("eventId" = String, Path, description = "Event id")),
-    request_body(content = Option<ReviewNote>, description = "Optional note"),
+    request_body(content = ReviewNote, description = "Optional: omit the body or send a note"),
     responses(
         (status = 200, description = "decided", body = crate::engine::ReviewOutcome),
         (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),

@@ -189,23 +189,31 @@ impl Decision {
 
 /// A validated client write, before the server adds its own fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventInput {
     /// Client-chosen id (makes the write idempotent), if any.
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
     pub event_id: Option<String>,
-    /// A registered event type.
+    /// A registered event type (by default the seed's six: user_preference_stated,
+    /// correction_received, task_milestone, human_approval, tool_observed_event,
+    /// incident_or_failure).
+    #[schema(min_length = 1)]
     pub event_type: String,
     /// When it happened.
     pub occurred_at: Timestamp,
     /// Who did or said it.
+    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub actor_id: String,
     /// Project, if any.
+    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub project_id: Option<String>,
     /// Resources the event is about.
     pub resource_refs: Vec<String>,
-    /// What happened.
+    /// What happened (at most `--max-summary-bytes`, default 4096 bytes).
+    #[schema(min_length = 1, max_length = 1024, pattern = "\\S")]
     pub summary: String,
     /// Evidence references (at least one).
+    #[schema(min_items = 1)]
     pub source_refs: Vec<String>,
     /// Trust of the source.
     pub source_trust: SourceTrust,

@@ -167,7 +167,11 @@ fn parse_limit(
     let Some(v) = v.filter(|v| !v.is_null()) else {
         return default;
     };
-    match v.as_u64() {
+    // JSON Schema counts 10.0 as an integer, so a whole-valued float is accepted.
+    let whole = v
+        .as_u64()
+        .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e9).map(|f| f as u64));
+    match whole {
         Some(n) if n >= 1 && n <= max as u64 => n as usize,
         _ => {
             errors.push(FieldError::new(
@@ -374,11 +378,15 @@ mod tests {
             json!({"query": ""}),
             json!({"query": "x", "limit": 0}),
             json!({"query": "x", "limit": 101}),
+            json!({"query": "x", "limit": 2.5}),
+            json!({"query": "x", "limit": -3.0}),
             json!({"query": "x", "colour": 1}),
             json!({"query": "x", "scope": {"actor": "a"}}),
         ] {
             assert!(RecallRequest::parse(&bad).is_err(), "{bad}");
         }
+        let whole = RecallRequest::parse(&json!({"query": "x", "limit": 32.0})).expect("32.0");
+        assert_eq!(whole.limit, 32);
         let err = RecallRequest::parse(&json!({"query": 3, "limit": "x"})).expect_err("bad");
         assert_eq!(err.errors.len(), 2);
     }
