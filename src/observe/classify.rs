@@ -72,6 +72,8 @@ pub enum IgnoreReason {
     RoutineChatter,
     /// No words at all (punctuation, emoji, interjections).
     ContentFree,
+    /// The text holds a credential (API key, token, password, private key): never stored.
+    ContainsCredential,
 }
 
 impl IgnoreReason {
@@ -80,6 +82,7 @@ impl IgnoreReason {
         match self {
             IgnoreReason::RoutineChatter => "routine_chatter",
             IgnoreReason::ContentFree => "content_free",
+            IgnoreReason::ContainsCredential => "contains_credential",
         }
     }
 }
