@@ -141,6 +141,28 @@ async fn a_credential_is_ignored_and_never_echoed_or_stored() {
 }
 
 #[tokio::test]
+async fn tool_chatter_is_ignored_but_tool_observations_are_stored() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    for text in ["ping", "ack"] {
+        let mut body = interaction(text);
+        body["role"] = json!("tool");
+        let (status, resp) = observe(&app, &key, body).await;
+        assert_eq!(status, StatusCode::OK, "{resp}");
+        assert_eq!(resp["outcome"], "ignored", "{text}: {resp}");
+        assert_eq!(resp["reason"], "routine_chatter");
+    }
+    assert_eq!(app.engine.stats().events, 0);
+    let mut body = interaction("deploy of build 4812 failed: migration 0042 timed out");
+    body["role"] = json!("tool");
+    body["sourceTrust"] = json!("tool_result");
+    let (status, resp) = observe(&app, &key, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{resp}");
+    assert_eq!(resp["outcome"], "candidate");
+    assert_eq!(app.engine.stats().events, 1);
+}
+
+#[tokio::test]
 async fn validation_errors_are_reported_at_once_and_roles_enforced() {
     let app = App::new();
     let key = app.key("acme").await;
