@@ -22,6 +22,7 @@ pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod cpu;
+pub mod credentials;
 pub mod embed;
 pub mod engine;
 pub mod error;

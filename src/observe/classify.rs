@@ -9,7 +9,9 @@
 //! - chatter phrases ("thanks", "no problem", "have a good day") are removed before cue
 //!   matching, so politeness never hides an event and "no problem" is never an incident;
 //! - an interaction is stored only when something event-like remains: a rule cue, or
-//!   content words whose embedding is closer to an event prototype than to chatter.
+//!   content words whose embedding is closer to an event prototype than to chatter; tool
+//!   output skips the prototype comparison but still needs two content words or a cue, so a
+//!   bare `ping` or `ack` from a tool is chatter.
 
 use std::sync::LazyLock;
 
@@ -72,6 +74,8 @@ pub enum IgnoreReason {
     RoutineChatter,
     /// No words at all (punctuation, emoji, interjections).
     ContentFree,
+    /// The text holds a credential (API key, token, password, private key): never stored.
+    ContainsCredential,
 }
 
 impl IgnoreReason {
@@ -80,6 +84,7 @@ impl IgnoreReason {
         match self {
             IgnoreReason::RoutineChatter => "routine_chatter",
             IgnoreReason::ContentFree => "content_free",
+            IgnoreReason::ContainsCredential => "contains_credential",
         }
     }
 }
@@ -753,8 +758,14 @@ fn ignore_reason(
     if lex.content_words == 0 {
         return Some(IgnoreReason::RoutineChatter);
     }
-    if !lex.cues.is_empty() || role == Role::Tool {
+    if !lex.cues.is_empty() {
         return None;
+    }
+    if role == Role::Tool {
+        // Tool output skips the similarity test (results are rarely phrased like the event
+        // prototypes) but not the content test: a bare `ping`, `ack` or `200` observes
+        // nothing.
+        return (lex.content_words < 2).then_some(IgnoreReason::RoutineChatter);
     }
     if role == Role::System || lex.content_words < 2 {
         return Some(IgnoreReason::RoutineChatter);
@@ -852,5 +863,23 @@ mod tests {
         let v = verdict("status: order 7781 delivered to locker", Role::Tool);
         assert_eq!(v.ignore, None);
         assert_eq!(v.event_type, "tool_observed_event");
+    }
+
+    #[test]
+    fn routine_tool_chatter_is_ignored_but_tool_observations_are_kept() {
+        for text in ["ping", "pong", "ack", "200", "OK", "heartbeat", "ok, done"] {
+            assert!(
+                verdict(text, Role::Tool).ignore.is_some(),
+                "{text}: {:?}",
+                verdict(text, Role::Tool)
+            );
+        }
+        for text in [
+            "deploy of build 4812 failed: migration 0042 timed out",
+            "queue depth 1200, consumer lag 35 s",
+            "invoice 7781 paid in full",
+        ] {
+            assert_eq!(verdict(text, Role::Tool).ignore, None, "{text}");
+        }
     }
 }

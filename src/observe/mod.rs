@@ -15,7 +15,17 @@
 //!   ([`Observer::shared`]);
 //! - a `sensitive` candidate always carries `expiresAt` = max(occurredAt, now) + 30 days;
 //!   every candidate is `deleteOnRequest: true`;
-//! - a full payment card number never reaches the summary (masked to its last four digits).
+//! - a full payment card number never reaches the summary (masked to its last four digits);
+//! - an interaction holding a credential ([`crate::credentials`]: API keys, tokens,
+//!   passwords, private keys, URLs with a password) is **ignored** with reason
+//!   `contains_credential`, and the secret is masked (`[redacted <kind>]`) in the prepared
+//!   summary before anything else sees it, so it is neither embedded, echoed in a response,
+//!   nor stored. Ignoring rather than storing the masked text is deliberate: a message that
+//!   carries a secret is usually handing it over ("remember this key"), and a memory that
+//!   the agent was given a key invites it to act as if it had one. The cost is that an
+//!   event mentioned alongside a secret (a CI log that leaked a token) is not remembered by
+//!   the observer; a caller that needs it writes a redacted event through `POST /v1/events`
+//!   (where the write policy denies any event still holding a credential).
 
 pub mod classify;
 pub mod eval;
@@ -32,29 +42,38 @@ pub use classify::{IgnoreReason, Role, Thresholds, Verdict};
 pub use privacy::{Signal, SignalKind};
 pub use request::{parse_interaction, Interaction};
 
+use crate::credentials::{self, CredentialKind};
 use crate::embed::{EmbedError, Embedder};
 use crate::model::{Confidence, PrivacyClass, Timestamp};
 
 /// How long a sensitive candidate is kept.
 pub const SENSITIVE_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
-/// Text ready for classification: the bounded summary and the privacy signals of the text.
+/// Text ready for classification: the bounded summary, the privacy signals and the kinds
+/// of credential found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
-    /// Trimmed, card-masked, at most `max_bytes` (cut on a character boundary).
+    /// Trimmed, credential- and card-masked, at most `max_bytes` (cut on a character
+    /// boundary).
     pub summary: String,
-    /// Privacy signals found in the trimmed text.
+    /// Privacy signals found in the credential-masked text.
     pub signals: Vec<Signal>,
+    /// Kinds of credential found in the trimmed text (the interaction is then ignored).
+    pub credentials: Vec<CredentialKind>,
 }
 
-/// Trims, detects privacy signals, masks card numbers and bounds the summary.
+/// Trims, masks credentials, detects privacy signals, masks card numbers and bounds the
+/// summary.
 pub fn prepare(text: &str, max_bytes: usize) -> Prepared {
     let trimmed = text.trim();
-    let signals = privacy::detect(trimmed);
-    let masked = privacy::mask_cards(trimmed, &signals);
+    let found = credentials::detect(trimmed);
+    let without_secrets = credentials::mask(trimmed, &found);
+    let signals = privacy::detect(&without_secrets);
+    let masked = privacy::mask_cards(&without_secrets, &signals);
     Prepared {
         summary: truncate(&masked, max_bytes).to_string(),
         signals,
+        credentials: credentials::kinds(&found),
     }
 }
 
@@ -78,6 +97,8 @@ pub struct Classification {
     pub privacy_class: PrivacyClass,
     /// Distinct privacy signal kinds.
     pub privacy_signals: Vec<SignalKind>,
+    /// Kinds of credential found (non-empty means ignored as `contains_credential`).
+    pub credentials: Vec<CredentialKind>,
     /// Rule cues that matched.
     pub cues: Vec<&'static str>,
     /// How sure the observer is of the event type.
@@ -97,6 +118,7 @@ impl Classification {
             "eventType": self.verdict.event_type,
             "scores": scores,
             "privacySignals": self.privacy_signals,
+            "credentials": self.credentials,
             "cues": self.cues,
             "confidence": self.confidence,
         })
@@ -152,11 +174,15 @@ impl Observer {
     pub fn classify(&self, prepared: &Prepared, role: Role, vector: &[f32]) -> Classification {
         let lex = classify::lexical(&prepared.summary);
         let sims = self.prototypes.similarities(vector);
-        let verdict = classify::decide(&lex, &sims, role, &self.thresholds);
+        let mut verdict = classify::decide(&lex, &sims, role, &self.thresholds);
+        if !prepared.credentials.is_empty() {
+            verdict.ignore = Some(IgnoreReason::ContainsCredential);
+        }
         let confidence = confidence(&lex, &verdict);
         Classification {
             privacy_class: privacy::class_of(&prepared.signals),
             privacy_signals: privacy::kinds(&prepared.signals),
+            credentials: prepared.credentials.clone(),
             cues: lex.cues,
             confidence,
             verdict,
@@ -245,6 +271,30 @@ mod tests {
         assert_eq!(body["projectId"], "p1");
         let input = validate_event(&body, &Limits::default(), now).expect("valid event");
         assert_eq!(input.event_type, "user_preference_stated");
+    }
+
+    #[test]
+    fn a_credential_is_masked_before_embedding_and_the_interaction_ignored() {
+        let e = HashingEmbedder::new();
+        let obs = Observer::new(&e).expect("observer");
+        let secret = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        let text = format!("Deploy step printed GITHUB_TOKEN={secret} while pushing tags.");
+        let p = prepare(&text, 4096);
+        assert!(!p.summary.contains(secret), "{}", p.summary);
+        assert_eq!(
+            p.summary,
+            "Deploy step printed GITHUB_TOKEN=[redacted github_token] while pushing tags."
+        );
+        assert_eq!(p.credentials, vec![CredentialKind::GithubToken]);
+        let v = e.embed(&[p.summary.as_str()]).expect("embed").remove(0);
+        let c = obs.classify(&p, Role::Tool, &v);
+        assert_eq!(c.verdict.ignore, Some(IgnoreReason::ContainsCredential));
+        let json = c.to_json().to_string();
+        assert!(!json.contains(secret));
+        assert!(json.contains("github_token"), "{json}");
+
+        let p = prepare("the user asked how to reset their password", 4096);
+        assert!(p.credentials.is_empty());
     }
 
     #[test]

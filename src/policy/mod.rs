@@ -3,11 +3,17 @@
 //! Invariants: `decide` is a pure function of the validated input and the policy (no I/O,
 //! no clock); rules are checked in the seed's order and the first match wins; every stored
 //! event records the `version` of the policy that admitted it.
+//!
+//! One rule precedes the seed's: an event whose summary, `sourceRefs` or `resourceRefs`
+//! hold a credential ([`crate::credentials`]) is denied as `contains_credential:<kind>`,
+//! whatever its trust, because a pending review event is stored too and a secret must never
+//! be. The reason names the kind of credential, never its value.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::credentials::{self, CredentialKind};
 use crate::model::{Decision, EventInput, PrivacyClass, SourceTrust, Timestamp};
 
 /// Reason strings, exactly the seed's.
@@ -34,6 +40,8 @@ pub mod extra_reasons {
     pub const PRIVACY_CLASS_REQUIRES_REVIEW: &str = "privacy_class_requires_review";
     /// The event type requires review.
     pub const EVENT_TYPE_REQUIRES_REVIEW: &str = "event_type_requires_review";
+    /// The event holds a credential (the reason is `contains_credential:<kind>`).
+    pub const CONTAINS_CREDENTIAL: &str = "contains_credential";
 }
 
 /// Denies an event type, optionally only for one tenant or project.
@@ -124,6 +132,11 @@ impl WritePolicy {
 
     /// Decides a write. `now` bounds retention; `tenant` scopes deny rules.
     pub fn decide(&self, event: &EventInput, tenant: &str, now: Timestamp) -> Decision {
+        if let Some(kind) = credential_in(event) {
+            return Decision::Deny {
+                reason: format!("{}:{}", extra_reasons::CONTAINS_CREDENTIAL, kind.as_str()),
+            };
+        }
         if let Some(d) = self.seed_rules(event) {
             return d;
         }
@@ -210,6 +223,14 @@ impl WritePolicy {
             .contains(&event.event_type)
             .then_some(extra_reasons::EVENT_TYPE_REQUIRES_REVIEW)
     }
+}
+
+/// The first credential in the event's free-text and reference fields.
+fn credential_in(event: &EventInput) -> Option<CredentialKind> {
+    std::iter::once(&event.summary)
+        .chain(&event.source_refs)
+        .chain(&event.resource_refs)
+        .find_map(|t| credentials::first_kind(t))
 }
 
 #[cfg(test)]
@@ -335,5 +356,36 @@ mod tests {
         );
         approval.resource_refs = vec!["invoice-7".into()];
         assert!(matches!(p.decide_now(&approval), Decision::Allow { .. }));
+    }
+
+    #[test]
+    fn a_credential_anywhere_is_denied_first_naming_the_kind_only() {
+        let p = WritePolicy::default();
+        let mut e = input();
+        e.summary = "Provisioned the analytics database; admin user is analytics_admin with password Xk9#pq!2mLw7.".into();
+        // Even untrusted content, which would otherwise go to review, is denied: a pending
+        // event is stored too.
+        e.source_trust = SourceTrust::UntrustedContent;
+        let d = p.decide_now(&e);
+        assert!(matches!(d, Decision::Deny { .. }), "{d:?}");
+        assert_eq!(reason(&d), "contains_credential:password");
+        assert!(!format!("{d:?}").contains("Xk9#pq"));
+
+        let mut e = input();
+        e.source_refs = vec!["https://deploy:Sup3rS3cret@ci.example.test/job/7".into()];
+        assert_eq!(
+            reason(&p.decide_now(&e)),
+            "contains_credential:url_credentials"
+        );
+        let mut e = input();
+        e.resource_refs = vec!["ghp_16C7e42F292c6912E7710c838347Ae178B4a".into()];
+        assert_eq!(
+            reason(&p.decide_now(&e)),
+            "contains_credential:github_token"
+        );
+
+        let mut e = input();
+        e.summary = "Customer 881 could not log in after the password reset e-mail expired.".into();
+        assert!(matches!(p.decide_now(&e), Decision::Allow { .. }));
     }
 }

@@ -18,21 +18,13 @@ fn suite_dir() -> PathBuf {
 }
 
 /// Failures the engine has today, by kind and scenario (see the PR report):
-/// - `unsafe_write`: no secret/credential detection anywhere on the write path, so API
-///   keys, passwords and tokens are admitted as `allow` (direct writes and observe);
-/// - `observe_false_store`: the same secrets, and a bare `ping` from a tool role, are stored
-///   by the observer (tool output bypasses the chatter filter);
 /// - `stale`: stale suppression keys subjects on the actor, so an agent's older note about a
 ///   customer's preference is not suppressed by the customer's own newer statement.
-const KNOWN: [(&str, &str); 7] = [
-    ("unsafe_write", "ev-02-secret-in-chat"),
-    ("unsafe_write", "ev-03-password-direct-write"),
-    ("unsafe_write", "ev-10-token-in-tool-output"),
-    ("observe_false_store", "ev-02-secret-in-chat"),
-    ("observe_false_store", "ev-10-token-in-tool-output"),
-    ("observe_false_store", "un-06-observed-webhook-untrusted"),
-    ("stale", "st-07-agent-note-vs-customer"),
-];
+///
+/// Resolved (no longer pinned): `unsafe_write` ev-02/ev-03/ev-10 and `observe_false_store`
+/// ev-02/ev-10 (credentials are now denied by the write policy and ignored by the observer,
+/// `episodic::credentials`), and `observe_false_store` un-06 (a bare `ping` from a tool).
+const KNOWN: [(&str, &str); 1] = [("stale", "st-07-agent-note-vs-customer")];
 
 #[test]
 fn scenario_suite_meets_the_seed_targets() {
@@ -56,10 +48,10 @@ fn scenario_suite_meets_the_seed_targets() {
     assert_eq!(m.policy_decisions.rate, 1.0, "{table}");
     assert_eq!(m.timeline_order.rate, 1.0, "{table}");
     assert!(m.write_recall >= 0.95, "{table}");
-    // Known misses: 3 unsafe writes, 1 stale recall, precision 56/59.
-    assert!(m.unsafe_writes.failures <= 3, "{table}");
+    assert!(m.write_precision >= 0.95, "{table}");
+    assert_eq!(m.unsafe_writes.failures, 0, "{table}");
+    // Known miss: 1 stale recall (st-07).
     assert!(m.stale_recall.failures <= 1, "{table}");
-    assert!(m.write_precision >= 0.94, "{table}");
     // Relevance floors slightly below the measured figures (the run is deterministic).
     assert!(m.relevance.recall_at_5 >= 0.93, "{table}");
     assert!(m.relevance.ndcg_at_5 >= 0.93, "{table}");

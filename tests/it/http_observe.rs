@@ -118,6 +118,51 @@ async fn untrusted_content_goes_to_review_and_denials_keep_the_write_code() {
 }
 
 #[tokio::test]
+async fn a_credential_is_ignored_and_never_echoed_or_stored() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let secret = "sk_test_51Hq8xLkT0kenABCDEF1234567890xyz";
+    let text = format!(
+        "Here is the staging Stripe key so you can run the tests: {secret}, please remember it for next time."
+    );
+    let (status, body) = observe(&app, &key, interaction(&text)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "ignored");
+    assert_eq!(body["reason"], "contains_credential");
+    assert_eq!(body["classification"]["credentials"], json!(["stripe_key"]));
+    assert!(!body.to_string().contains(secret), "{body}");
+
+    let mut tool = interaction("Deploy step printed GITHUB_TOKEN=ghp_16C7e42F292c6912E7710c838347Ae178B4a while pushing tags.");
+    tool["role"] = json!("tool");
+    let (status, body) = observe(&app, &key, tool).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["reason"], "contains_credential");
+    assert_eq!(app.engine.stats().events, 0);
+}
+
+#[tokio::test]
+async fn tool_chatter_is_ignored_but_tool_observations_are_stored() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    for text in ["ping", "ack"] {
+        let mut body = interaction(text);
+        body["role"] = json!("tool");
+        let (status, resp) = observe(&app, &key, body).await;
+        assert_eq!(status, StatusCode::OK, "{resp}");
+        assert_eq!(resp["outcome"], "ignored", "{text}: {resp}");
+        assert_eq!(resp["reason"], "routine_chatter");
+    }
+    assert_eq!(app.engine.stats().events, 0);
+    let mut body = interaction("deploy of build 4812 failed: migration 0042 timed out");
+    body["role"] = json!("tool");
+    body["sourceTrust"] = json!("tool_result");
+    let (status, resp) = observe(&app, &key, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{resp}");
+    assert_eq!(resp["outcome"], "candidate");
+    assert_eq!(app.engine.stats().events, 1);
+}
+
+#[tokio::test]
 async fn validation_errors_are_reported_at_once_and_roles_enforced() {
     let app = App::new();
     let key = app.key("acme").await;

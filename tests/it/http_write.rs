@@ -109,6 +109,63 @@ async fn deny_paths_store_nothing() {
     assert_eq!(app.texts_embedded(), 0, "denied writes are never embedded");
 }
 
+#[tokio::test]
+async fn credentials_are_denied_by_kind_without_echoing_the_secret() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let password = "Xk9#pq!2mLw7";
+    let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+    let in_summary = event(
+        "provisioner",
+        &format!("Provisioned the analytics database; admin user is analytics_admin with password {password}."),
+        T,
+    );
+    let in_source = with(
+        event("ci-runner", "Tagged release 4.12.0", T),
+        "sourceRefs",
+        json!([format!("https://ci:{token}@ci.example.test/job/77120")]),
+    );
+    // Untrusted content would go to review, but a pending event is stored too: denied.
+    let untrusted = with(
+        event(
+            "web-agent",
+            &format!("Vendor page lists the demo key {token}"),
+            T,
+        ),
+        "sourceTrust",
+        json!("untrusted_content"),
+    );
+    for (body, reason, secret) in [
+        (in_summary, "contains_credential:password", password),
+        (in_source, "contains_credential:github_token", token),
+        (untrusted, "contains_credential:github_token", token),
+    ] {
+        let (status, resp) = app.write(&key, body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{resp}");
+        assert_eq!(resp["code"], "policy_denied");
+        assert_eq!(
+            resp["decision"],
+            json!({"decision": "deny", "reason": reason})
+        );
+        assert!(!resp.to_string().contains(secret), "{resp}");
+    }
+    assert_eq!(app.engine.stats().events, 0);
+    assert_eq!(app.texts_embedded(), 0, "denied writes are never embedded");
+
+    // Mentioning a password is not holding one.
+    let (status, body) = app
+        .write(
+            &key,
+            event(
+                "agent-1",
+                "The user asked how to reset their password; sent the reset link.",
+                T,
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
 async fn invalid_fields(app: &App, key: &str, body: Value) -> Vec<String> {
     let (status, resp) = app.write(key, body).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{resp}");
