@@ -307,7 +307,8 @@ impl TimelineQuery {
                 }
             }
         };
-        let cursor = match params.get("cursor") {
+        // An empty cursor means the first page, like the other empty parameters.
+        let cursor = match params.get("cursor").filter(|c| !c.is_empty()) {
             None => None,
             Some(c) => {
                 let parsed = Cursor::decode(c);
