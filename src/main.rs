@@ -104,8 +104,8 @@ fn main() -> ExitCode {
         Command::PrintConfig(args) => {
             episodic::config::print_config(&args).map(|text| print!("{text}"))
         }
-        Command::Import(args) => import(args),
-        Command::Export(args) => episodic::transfer::export(args).map(|n| {
+        Command::Import(args) => import(&args),
+        Command::Export(args) => episodic::transfer::export(&args).map(|n| {
             eprintln!("exported {n} events");
         }),
         Command::Mcp(args) => mcp(&args),
@@ -121,7 +121,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn import(args: episodic::transfer::ImportArgs) -> anyhow::Result<()> {
+fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
     let summary = episodic::transfer::import(args)?;
     eprintln!(
         "imported {} lines: {} allowed, {} review, {} unchanged, {} denied, {} invalid, {} failed",

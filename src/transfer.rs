@@ -135,7 +135,7 @@ struct Pending {
 }
 
 /// Runs `episodic import`.
-pub fn import(args: ImportArgs) -> anyhow::Result<ImportSummary> {
+pub fn import(args: &ImportArgs) -> anyhow::Result<ImportSummary> {
     anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
     let config = args.serve.engine_config()?;
     crate::embed::verify_model_dir(&args.serve.model_dir)?;
@@ -146,7 +146,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ImportSummary> {
         .enable_all()
         .build()?;
     let grant = TenantGrant::internal(&args.tenant, "cli-import");
-    let result = runtime.block_on(import_lines(&engine, &grant, embedder.as_ref(), &args));
+    let result = runtime.block_on(import_lines(&engine, &grant, embedder.as_ref(), args));
     runtime.block_on(engine.shutdown());
     let summary = result?;
     if let Some(path) = &args.summary {
@@ -383,7 +383,7 @@ fn tally(
 }
 
 /// Runs `episodic export`; returns the number of events written.
-pub fn export(args: ExportArgs) -> anyhow::Result<usize> {
+pub fn export(args: &ExportArgs) -> anyhow::Result<usize> {
     let model_id = args
         .with_vectors
         .then(|| crate::embed::FAST_MODEL_ID.to_string());

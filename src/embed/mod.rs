@@ -102,6 +102,24 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// Stands in for the model in offline maintenance (compaction, export), which never embeds;
+/// any call to embed fails loudly rather than returning a made-up vector.
+pub struct OfflineEmbedder;
+
+impl Embedder for OfflineEmbedder {
+    fn model_id(&self) -> &str {
+        "offline"
+    }
+    fn dim(&self) -> usize {
+        EMBEDDING_DIM
+    }
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError::Runtime(
+            "offline maintenance does not embed".into(),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,23 +141,5 @@ mod tests {
         };
         let s = e.to_string();
         assert!(s.contains("models/files/model.onnx") && s.contains("bash models/fetch.sh"));
-    }
-}
-
-/// Stands in for the model in offline maintenance (compaction, export), which never embeds;
-/// any call to embed fails loudly rather than returning a made-up vector.
-pub struct OfflineEmbedder;
-
-impl Embedder for OfflineEmbedder {
-    fn model_id(&self) -> &str {
-        "offline"
-    }
-    fn dim(&self) -> usize {
-        EMBEDDING_DIM
-    }
-    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Err(EmbedError::Runtime(
-            "offline maintenance does not embed".into(),
-        ))
     }
 }

@@ -168,9 +168,11 @@ fn parse_limit(
         return default;
     };
     // JSON Schema counts 10.0 as an integer, so a whole-valued float is accepted.
-    let whole = v
-        .as_u64()
-        .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e9).map(|f| f as u64));
+    let whole = v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e9)
+            .map(|f| f as u64)
+    });
     match whole {
         Some(n) if n >= 1 && n <= max as u64 => n as usize,
         _ => {
