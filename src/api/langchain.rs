@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
 use super::extract::{Auth, JsonBody};
-use super::openapi::ProblemDoc;
+use super::openapi::{AuthErrors, BodyErrors, ProblemDoc, Unavailable};
 use super::AppState;
 use crate::auth::roles;
 use crate::error::{FieldError, Problem};
@@ -60,13 +60,10 @@ pub struct LangChainResponse {
     request_body = LangChainQuery,
     responses(
         (status = 200, description = "documents", body = LangChainResponse),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks the reader role", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn retrieve(

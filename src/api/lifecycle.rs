@@ -10,7 +10,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
-use super::openapi::{AuditPage, ErasureBody, HistoryResponse, ProblemDoc};
+use super::openapi::{
+    AuditPage, AuthErrors, BodyErrors, ErasureBody, HistoryResponse, ProblemDoc, Unavailable,
+};
 use super::AppState;
 use crate::audit::AuditQuery;
 use crate::auth::roles;
@@ -29,10 +31,9 @@ const MAX_AUDIT_LIMIT: usize = 1000;
     params(("eventId" = String, Path, description = "Event id")),
     responses(
         (status = 200, description = "deletion receipt", body = crate::engine::Receipt),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "no such event", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn delete_event(
@@ -54,13 +55,10 @@ pub async fn delete_event(
     request_body = ErasureBody,
     responses(
         (status = 200, description = "erasure receipt", body = crate::engine::ErasureReceipt),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn erasure(
@@ -106,9 +104,8 @@ fn parse_erasure(body: &Value) -> Result<String, Problem> {
     summary = "Physically purge deleted, erased and expired content",
     responses(
         (status = 200, description = "what was purged", body = crate::engine::CompactReport),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn compact(
@@ -137,9 +134,8 @@ pub async fn compact(
     responses(
         (status = 200, description = "a page of entries", body = AuditPage),
         (status = 422, description = "bad parameter", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn audit(
@@ -165,10 +161,9 @@ pub async fn audit(
     params(("eventId" = String, Path, description = "Event id")),
     responses(
         (status = 200, description = "current state and audit entries", body = HistoryResponse),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "no such event", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn history(

@@ -12,7 +12,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
-use super::openapi::{ObserveBody, ObserveResponse, ProblemDoc};
+use super::openapi::{
+    AuthErrors, BodyErrors, ObserveBody, ObserveResponse, ProblemDoc, Unavailable,
+};
 use super::routes::write_body;
 use super::AppState;
 use crate::auth::{roles, TenantGrant};
@@ -32,13 +34,10 @@ use crate::observe::{candidate_body, parse_interaction, prepare, Observer};
         (status = 200, description = "ignored: nothing stored", body = ObserveResponse),
         (status = 201, description = "candidate written", body = ObserveResponse),
         (status = 202, description = "candidate held for review", body = ObserveResponse),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn observe(

@@ -80,6 +80,63 @@ pub struct ProblemDoc {
     pub missing_role: Option<String>,
 }
 
+/// The authentication failures every `/v1` route can answer.
+#[derive(utoipa::IntoResponses)]
+pub enum AuthErrors {
+    /// 401.
+    #[response(
+        status = 401,
+        description = "missing, malformed or revoked key",
+        content_type = "application/problem+json"
+    )]
+    Unauthenticated(ProblemDoc),
+    /// 403.
+    #[response(
+        status = 403,
+        description = "the key lacks a role (`missingRole`)",
+        content_type = "application/problem+json"
+    )]
+    Forbidden(ProblemDoc),
+}
+
+/// The body failures every route with a JSON body can answer.
+#[derive(utoipa::IntoResponses)]
+pub enum BodyErrors {
+    /// 400.
+    #[response(
+        status = 400,
+        description = "malformed JSON",
+        content_type = "application/problem+json"
+    )]
+    Malformed(ProblemDoc),
+    /// 413.
+    #[response(
+        status = 413,
+        description = "body too large",
+        content_type = "application/problem+json"
+    )]
+    TooLarge(ProblemDoc),
+    /// 415.
+    #[response(
+        status = 415,
+        description = "body is not JSON",
+        content_type = "application/problem+json"
+    )]
+    NotJson(ProblemDoc),
+}
+
+/// The engine is loading or storage cannot take writes.
+#[derive(utoipa::IntoResponses)]
+pub enum Unavailable {
+    /// 503.
+    #[response(
+        status = 503,
+        description = "not ready, or storage unavailable",
+        content_type = "application/problem+json"
+    )]
+    Unavailable(ProblemDoc),
+}
+
 /// `GET /healthz` and `GET /readyz`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {

@@ -11,7 +11,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{Auth, OptionalJsonBody};
-use super::openapi::{ProblemDoc, ReviewList, ReviewNote};
+use super::openapi::{AuthErrors, BodyErrors, ProblemDoc, ReviewList, ReviewNote, Unavailable};
 use super::AppState;
 use crate::error::{FieldError, Problem};
 
@@ -28,9 +28,8 @@ use crate::error::{FieldError, Problem};
     responses(
         (status = 200, description = "pending events", body = ReviewList),
         (status = 422, description = "bad parameter", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn list(
@@ -132,15 +131,12 @@ async fn decide(
     request_body(content = ReviewNote, description = "Optional: omit the body or send a note"),
     responses(
         (status = 200, description = "decided", body = crate::engine::ReviewOutcome),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "no such pending event", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "not pending", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn approve(
@@ -162,15 +158,12 @@ pub async fn approve(
     request_body(content = ReviewNote, description = "Optional: omit the body or send a note"),
     responses(
         (status = 200, description = "decided", body = crate::engine::ReviewOutcome),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "no such pending event", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "not pending", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn reject(

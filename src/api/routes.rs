@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
 use super::openapi::{
-    Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, RecallBody, ReplayBody, Revoked,
-    WriteResponse,
+    AuthErrors, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, RecallBody,
+    ReplayBody, Revoked, Unavailable, WriteResponse,
 };
 use super::AppState;
 use crate::auth::{roles, Limits};
@@ -87,14 +87,11 @@ fn refresh_param(params: &HashMap<String, String>) -> Result<bool, Problem> {
     responses(
         (status = 201, description = "allowed and durable", body = WriteResponse),
         (status = 202, description = "durable, held for review", body = WriteResponse),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "idempotency or supersession conflict", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed or denied by policy (`policy_denied`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn write_event(
@@ -141,10 +138,9 @@ pub(crate) fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
     params(("eventId" = String, Path, description = "Event id")),
     responses(
         (status = 200, description = "the event", body = crate::model::StoredEvent),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "no such event in the key's tenant and grant", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn get_event(
@@ -166,13 +162,10 @@ pub async fn get_event(
     request_body = RecallBody,
     responses(
         (status = 200, description = "ranked hits and evidence", body = crate::retrieve::RecallResponse),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn recall(
@@ -206,9 +199,8 @@ pub async fn recall(
     responses(
         (status = 200, description = "a page", body = crate::retrieve::TimelinePage),
         (status = 422, description = "bad parameter", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn timeline(
@@ -344,13 +336,10 @@ fn valid_name(s: &str) -> bool {
     request_body = NewKeyBody,
     responses(
         (status = 201, description = "created", body = KeyRecordDoc),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn create_key(
@@ -384,8 +373,7 @@ pub async fn create_key(
     summary = "List keys without secrets",
     responses(
         (status = 200, description = "every key", body = KeyList),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors
     )
 )]
 pub async fn list_keys(
@@ -411,10 +399,9 @@ pub async fn list_keys(
     params(("keyId" = String, Path, description = "Key id")),
     responses(
         (status = 200, description = "revoked", body = Revoked),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "no such key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn revoke_key(
@@ -459,9 +446,8 @@ pub async fn method_not_allowed() -> Problem {
     summary = "The write policy in force",
     responses(
         (status = 200, description = "the versioned policy", body = Object),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        Unavailable
     )
 )]
 pub async fn get_policy(
@@ -481,13 +467,10 @@ pub async fn get_policy(
     request_body = ReplayBody,
     responses(
         (status = 200, description = "what changed or would change", body = crate::engine::ReplayReport),
-        (status = 400, description = "malformed JSON", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "missing, malformed or revoked key", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "the key lacks a role (`missingRole`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "not ready, or storage unavailable", body = ProblemDoc, content_type = "application/problem+json")
+        AuthErrors,
+        BodyErrors,
+        Unavailable
     )
 )]
 pub async fn replay_policy(

@@ -53,6 +53,31 @@ pub struct Placed<'a> {
     pub at_ms: i64,
 }
 
+/// Where each entry of a batch landed, given the payloads were appended back to back from
+/// byte `start`.
+pub fn placements<'a>(
+    entries: &'a [AuditEntry],
+    payloads: &[Vec<u8>],
+    start: u64,
+) -> Vec<Placed<'a>> {
+    let mut offset = start;
+    entries
+        .iter()
+        .zip(payloads)
+        .map(|(e, p)| {
+            let here = offset;
+            offset += FRAME_HEADER_LEN + p.len() as u64;
+            Placed {
+                seq: e.seq,
+                offset: here,
+                payload_len: p.len() as u64,
+                tenant: &e.tenant_id,
+                at_ms: e.at.unix_millis(),
+            }
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone)]
 struct Block {
     /// Offset of the first frame.
@@ -278,25 +303,10 @@ mod tests {
             .iter()
             .map(|e| serde_json::to_vec(e).expect("json"))
             .collect();
-        let mut offset = log.len_bytes();
+        let start = log.len_bytes();
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         log.append_batch(&refs).expect("append");
-        let placed: Vec<Placed<'_>> = entries
-            .iter()
-            .zip(&payloads)
-            .map(|(e, p)| {
-                let here = offset;
-                offset += FRAME_HEADER_LEN + p.len() as u64;
-                Placed {
-                    seq: e.seq,
-                    offset: here,
-                    payload_len: p.len() as u64,
-                    tenant: &e.tenant_id,
-                    at_ms: e.at.unix_millis(),
-                }
-            })
-            .collect();
-        trail.indexed(&placed);
+        trail.indexed(&placements(entries, &payloads, start));
     }
 
     fn entry(i: usize) -> AuditEntry {

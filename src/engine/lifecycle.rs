@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::writer::Writer;
 use super::{apply_delete, Lookup, Slot};
-use crate::audit::trail::{Placed, FRAME_HEADER_LEN};
+use crate::audit::trail::{placements, FRAME_HEADER_LEN};
 use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
 use crate::index::vector::{HnswIndex, VectorStore};
@@ -274,26 +274,14 @@ impl Writer {
             .map(|e| serde_json::to_vec(e).unwrap_or_default())
             .collect();
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-        let mut offset = self.audit_log.len_bytes();
+        let start = self.audit_log.len_bytes();
         match self.audit_log.append_batch(&refs) {
             Ok(_) => {
                 // Frames were written back to back from the old end of the file.
-                let placed: Vec<Placed<'_>> = entries
-                    .iter()
-                    .zip(&payloads)
-                    .map(|(e, p)| {
-                        let here = offset;
-                        offset += FRAME_HEADER_LEN + p.len() as u64;
-                        Placed {
-                            seq: e.seq,
-                            offset: here,
-                            payload_len: p.len() as u64,
-                            tenant: &e.tenant_id,
-                            at_ms: e.at.unix_millis(),
-                        }
-                    })
-                    .collect();
-                debug_assert_eq!(offset, self.audit_log.len_bytes());
+                let placed = placements(&entries, &payloads, start);
+                debug_assert!(placed.last().is_none_or(|p| {
+                    p.offset + FRAME_HEADER_LEN + p.payload_len == self.audit_log.len_bytes()
+                }));
                 self.shared.audit.indexed(&placed);
             }
             Err(e) => {
