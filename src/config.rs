@@ -62,6 +62,9 @@ pub struct ServeArgs {
         default_value = "actor,type,resources"
     )]
     pub stale_subject: String,
+    /// Minimum summary cosine for a newer same-subject event to make an older one stale (0: any).
+    #[arg(long, env = "EPISODIC_STALE_MIN_SIMILARITY", default_value_t = 0.0)]
+    pub stale_min_similarity: f32,
     /// Versioned write-policy file (JSON); default: the seed's rules as `v1`.
     #[arg(long, env = "EPISODIC_POLICY")]
     pub policy: Option<PathBuf>,
@@ -123,6 +126,11 @@ impl ServeArgs {
         );
         c.writer.sweep_interval = Duration::from_secs(self.sweep_interval_secs);
         c.stale = parse_subject(&self.stale_subject)?;
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.stale_min_similarity),
+            "--stale-min-similarity must be between 0 and 1"
+        );
+        c.recall.stale_min_similarity = self.stale_min_similarity;
         if let Some(path) = &self.policy {
             let bytes = std::fs::read(path)
                 .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?;

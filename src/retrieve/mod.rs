@@ -24,7 +24,7 @@ use crate::auth::TenantGrant;
 use crate::engine::{EngineConfig, Entry, Shared, Table};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
-use crate::index::vector::{exact_scores, top_k, IdSet};
+use crate::index::vector::{dot, exact_scores, top_k, IdSet, VectorStore};
 use crate::model::{EventStatus, StoredEvent, Timestamp};
 use crate::rank::{Breakdown, RankConfig};
 use crate::telemetry;
@@ -40,6 +40,11 @@ pub struct RecallConfig {
     pub hnsw_oversample: usize,
     /// Deepening rounds before falling back to exact scoring.
     pub hnsw_max_rounds: usize,
+    /// A newer event on the same subject makes an older one stale only when their summary
+    /// embeddings have at least this cosine (0, the default: any same-subject event). Raising
+    /// it keeps unrelated older events of a subject (the train booking next to a newer hotel
+    /// booking) but lets through updates phrased very differently from what they replace.
+    pub stale_min_similarity: f32,
 }
 
 impl Default for RecallConfig {
@@ -49,6 +54,7 @@ impl Default for RecallConfig {
             hnsw_min_fraction: 0.3,
             hnsw_oversample: 4,
             hnsw_max_rounds: 3,
+            stale_min_similarity: 0.0,
         }
     }
 }
@@ -208,7 +214,34 @@ fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) 
 }
 
 /// The newest event on the same subject that is active in the view and occurred later.
-fn stale_by(table: &Table, entry: &Entry, grant: &TenantGrant, vis: &Visibility) -> Option<String> {
+/// What decides staleness besides the subject.
+struct StaleCtx<'a> {
+    vectors: &'a VectorStore,
+    min_similarity: f32,
+}
+
+impl StaleCtx<'_> {
+    /// Whether `newer` is about the same thing as `older` (summary embeddings close enough).
+    fn similar(&self, older: &Entry, newer: &Entry) -> bool {
+        if self.min_similarity <= 0.0 {
+            return true;
+        }
+        self.vectors
+            .with_vector(older.doc, |a| {
+                self.vectors.with_vector(newer.doc, |b| dot(a, b))
+            })
+            .flatten()
+            .is_some_and(|cos| cos >= self.min_similarity)
+    }
+}
+
+fn stale_by(
+    table: &Table,
+    ctx: &StaleCtx<'_>,
+    entry: &Entry,
+    grant: &TenantGrant,
+    vis: &Visibility,
+) -> Option<String> {
     table
         .same_subject(entry)
         .iter()
@@ -216,6 +249,7 @@ fn stale_by(table: &Table, entry: &Entry, grant: &TenantGrant, vis: &Visibility)
         .filter_map(|d| table.get(*d))
         .filter(|o| o.occurred_ms > entry.occurred_ms && grant.can_see(&o.event))
         .filter(|o| view_status(o, vis) == Some(EventStatus::Active))
+        .filter(|o| ctx.similar(entry, o))
         .max_by_key(|o| (o.occurred_ms, o.doc))
         .map(|o| o.event.event_id.clone())
 }
@@ -223,16 +257,22 @@ fn stale_by(table: &Table, entry: &Entry, grant: &TenantGrant, vis: &Visibility)
 /// Splits stale events out (dropped, or kept and marked when `keep`).
 fn apply_staleness(
     shared: &Shared,
+    config: &RecallConfig,
     grant: &TenantGrant,
     entries: Vec<Arc<Entry>>,
     vis: &Visibility,
     keep: bool,
 ) -> (Vec<Arc<Entry>>, HashMap<u32, String>) {
+    let vectors = shared.vectors.load();
+    let ctx = StaleCtx {
+        vectors: &vectors,
+        min_similarity: config.stale_min_similarity,
+    };
     let table = shared.table.read();
     let mut marks = HashMap::new();
     let mut out = Vec::with_capacity(entries.len());
     for e in entries {
-        match stale_by(&table, &e, grant, vis) {
+        match stale_by(&table, &ctx, &e, grant, vis) {
             Some(by) if keep => {
                 marks.insert(e.doc, by);
                 out.push(e);
@@ -262,7 +302,14 @@ pub fn recall(
         now,
     };
     let entries = visible(shared, grant, &ids, &vis);
-    let (entries, stale) = apply_staleness(shared, grant, entries, &vis, req.include_stale);
+    let (entries, stale) = apply_staleness(
+        shared,
+        &config.recall,
+        grant,
+        entries,
+        &vis,
+        req.include_stale,
+    );
     let ctx = RankCtx {
         shared,
         rank: &config.rank,
@@ -416,10 +463,6 @@ fn respond(
         },
         results,
     }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// One timeline page of the grant's tenant.

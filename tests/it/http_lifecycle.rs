@@ -599,3 +599,52 @@ async fn as_of_shows_memory_before_and_after_a_correction() {
         "deletion wins over as-of"
     );
 }
+
+fn similarity_gated(dir: &std::path::Path) -> episodic::engine::EngineConfig {
+    let mut c = crate::common::config(dir);
+    c.recall.stale_min_similarity = 0.6;
+    c
+}
+
+#[tokio::test]
+async fn stale_similarity_gate_keeps_unrelated_events_of_a_subject() {
+    let app = App::open_in(tempfile::tempdir().expect("tmp"), similarity_gated);
+    let key = app.key("acme").await;
+    let older = app
+        .write_ok(
+            &key,
+            event(
+                "u",
+                "Booked the train from New York to Boston",
+                "2026-06-01T10:00:00Z",
+            ),
+        )
+        .await;
+    let newer = app
+        .write_ok(
+            &key,
+            event(
+                "u",
+                "Reserved a hotel room near the harbour for two nights",
+                "2026-06-02T10:00:00Z",
+            ),
+        )
+        .await;
+    let same = app
+        .write_ok(
+            &key,
+            event(
+                "u",
+                "Booked the train from New York to Boston, 9am departure",
+                "2026-06-03T10:00:00Z",
+            ),
+        )
+        .await;
+    let recall = app
+        .recall(&key, json!({"query": "travel bookings", "limit": 10}))
+        .await;
+    let ids = result_ids(&recall);
+    // The near-duplicate update hides the first booking; the unrelated hotel stays.
+    assert!(ids.contains(&newer) && ids.contains(&same), "{ids:?}");
+    assert!(!ids.contains(&older), "{ids:?}");
+}

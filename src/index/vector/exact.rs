@@ -61,7 +61,7 @@ pub fn exact_scores(store: &VectorStore, query: &[f32], candidates: &[u32]) -> V
 
 /// Dot product with `LANES` independent partial sums (vectorisable).
 #[inline]
-pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f32; LANES];

@@ -34,7 +34,7 @@ mod store;
 use std::path::PathBuf;
 
 pub use bitset::IdSet;
-pub use exact::{exact_scores, top_k};
+pub use exact::{dot, exact_scores, top_k};
 pub use hnsw::{HnswIndex, HnswParams};
 pub use store::VectorStore;
 
