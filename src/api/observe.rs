@@ -19,9 +19,7 @@ use super::routes::write_body;
 use super::AppState;
 use crate::auth::{roles, TenantGrant};
 use crate::engine::Engine;
-use crate::error::{ErrorCode, Problem};
-use crate::model::Timestamp;
-use crate::observe::{candidate_body, parse_interaction, prepare, Observer};
+use crate::error::Problem;
 
 /// `POST /v1/observe`.
 #[utoipa::path(
@@ -57,23 +55,15 @@ pub(crate) async fn observe_interaction(
     grant: &TenantGrant,
     body: &Value,
 ) -> Result<(StatusCode, Value), Problem> {
-    let now = Timestamp::now();
-    let limits = &engine.config().limits;
-    let interaction = parse_interaction(body, limits, now).map_err(Problem::validation)?;
-    let prepared = prepare(&interaction.text, limits.max_summary_bytes);
-    let observer = observer(engine).await?;
-    let vector = engine.embed_one(prepared.summary.clone()).await?;
-    let c = observer.classify(&prepared, interaction.role, &vector);
-    let classification = c.to_json();
-    if let Some(reason) = c.verdict.ignore {
-        let body = json!({"outcome": "ignored", "reason": reason.as_str(), "classification": classification});
+    let seen = engine.observe(grant, body).await?;
+    let classification = seen.classification.to_json();
+    let (Some(candidate), Some(written)) = (seen.candidate, seen.written) else {
+        let reason = seen.classification.verdict.ignore.map(|r| r.as_str());
+        let body =
+            json!({"outcome": "ignored", "reason": reason, "classification": classification});
         return Ok((StatusCode::OK, body));
-    }
-    let candidate = candidate_body(&interaction, &prepared, &c, now);
-    match engine
-        .write_embedded(grant, &candidate, vector, false)
-        .await
-    {
+    };
+    match written {
         Ok(outcome) => {
             let (status, result) = write_body(outcome);
             let body = json!({
@@ -94,16 +84,4 @@ fn with_context(p: Problem, candidate: Value, classification: Value) -> Problem 
     p.with_extra("outcome", json!("candidate"))
         .with_extra("candidate", candidate)
         .with_extra("classification", classification)
-}
-
-/// The cached observer for the engine's model, built off the async threads on first use.
-async fn observer(engine: &Engine) -> Result<std::sync::Arc<Observer>, Problem> {
-    let embedder = engine.embedder();
-    if let Some(found) = Observer::cached(embedder.model_id()) {
-        return Ok(found);
-    }
-    tokio::task::spawn_blocking(move || Observer::shared(embedder.as_ref()))
-        .await
-        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
-        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))
 }

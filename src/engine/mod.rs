@@ -16,6 +16,7 @@
 mod export;
 mod lexical;
 mod lifecycle;
+mod observe;
 mod open;
 mod replay;
 mod review;
@@ -35,6 +36,7 @@ use tokio::sync::oneshot;
 
 pub use export::ExportedEvent;
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
+pub use observe::Observation;
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
 pub use table::{Entry, Lookup, Slot, SubjectRule, Table, Tombstone};

@@ -23,7 +23,7 @@ use crate::embed::{Embedder, FastEmbedder};
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{ErrorCode, Problem};
 use crate::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
-use crate::observe::{candidate_body, parse_interaction, prepare, Observer};
+use crate::observe::{prepare, Observer};
 use crate::retrieve::{evidence, RecallRequest, Scope, TimelineQuery};
 
 /// How far ahead of the real clock an expiry already past in the story is written.
@@ -38,7 +38,8 @@ pub fn run(scenarios: &[Scenario], path: &Path, model_dir: &Path) -> anyhow::Res
         FastEmbedder::load(model_dir)
             .with_context(|| format!("loading the model from {}", model_dir.display()))?,
     );
-    let observer = Observer::shared(embedder.as_ref()).context("building the observer")?;
+    // Build the observer's prototypes once; every engine's observe pipeline reuses them.
+    Observer::shared(embedder.as_ref()).context("building the observer")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -50,7 +51,7 @@ pub fn run(scenarios: &[Scenario], path: &Path, model_dir: &Path) -> anyhow::Res
     let mut misses = Vec::new();
     let mut steps = 0;
     for s in scenarios {
-        let out = play(&runtime, &embedder, &observer, s)
+        let out = play(&runtime, &embedder, s)
             .with_context(|| format!("scenario {} ({}:{})", s.id, s.file.display(), s.line))?;
         steps += s.steps.len();
         let fam = families.entry(s.family.clone()).or_default();
@@ -152,7 +153,6 @@ struct Play<'a> {
     s: &'a Scenario,
     rt: &'a tokio::runtime::Runtime,
     engine: Engine,
-    observer: &'a Observer,
     dir: &'a Path,
     offset_ms: i64,
     vectors: BTreeMap<String, Vec<f32>>,
@@ -169,7 +169,6 @@ struct Play<'a> {
 fn play(
     rt: &tokio::runtime::Runtime,
     embedder: &Arc<FastEmbedder>,
-    observer: &Observer,
     s: &Scenario,
 ) -> anyhow::Result<Outcome> {
     let dir = super::super::TempDir::new()?;
@@ -190,7 +189,6 @@ fn play(
         s,
         rt,
         engine,
-        observer,
         dir: &dir.0,
         offset_ms: Timestamp::now().unix_millis() - s.now.unix_millis(),
         vectors,
@@ -679,44 +677,36 @@ impl Play<'_> {
         body
     }
 
-    /// The `POST /v1/observe` pipeline, step for step: validate, prepare, embed the summary
-    /// once, classify, and write the candidate through `write_embedded` with that vector.
+    /// Sends the interaction through the engine's observe pipeline (the one behind
+    /// `POST /v1/observe`) and scores its decision.
     fn observe(&mut self, o: &ObserveStep) -> anyhow::Result<()> {
         let i = &o.observe;
-        let limits = self.engine.config().limits.clone();
-        let interaction = match parse_interaction(&self.observe_body(i), &limits, Timestamp::now())
+        let g = writer(&i.tenant, None);
+        let seen = match self
+            .rt
+            .block_on(self.engine.observe(&g, &self.observe_body(i)))
         {
-            Ok(x) => x,
-            Err(errs) => {
-                let msg: Vec<String> = errs
+            Ok(seen) => seen,
+            Err(p) => {
+                let msg: Vec<String> = p
+                    .errors
                     .iter()
                     .map(|e| format!("{}: {}", e.field, e.message))
                     .collect();
                 anyhow::bail!(
-                    "line {}: invalid interaction: {}",
+                    "line {}: invalid interaction: {} {}",
                     self.line,
+                    p.detail,
                     msg.join("; ")
                 );
             }
-        };
-        let prepared = prepare(&interaction.text, limits.max_summary_bytes);
-        let vector = if prepared.summary.trim().is_empty() {
-            None
-        } else {
-            Some(self.vector(&prepared.summary)?)
-        };
-        let verdict = match &vector {
-            Some(v) => {
-                let c = self.observer.classify(&prepared, interaction.role, v);
-                c.verdict.ignore.is_none().then_some(c)
-            }
-            None => None,
         };
         self.tally.observe_items += 1;
         let labelled = o.expect == ObserveExpect::Store;
         self.tally.labelled_store += usize::from(labelled);
         let name = o.name.clone().unwrap_or_else(|| format!("@{}", self.line));
-        let (Some(c), Some(vector)) = (verdict, vector) else {
+        let c = &seen.classification;
+        let Some(result) = seen.written else {
             if labelled {
                 self.fail(
                     "observe_missed",
@@ -726,14 +716,7 @@ impl Play<'_> {
             if let Some(kind) = o.unsafe_kind {
                 self.check_unsafe(kind, None, &name, None);
             }
-            self.insert_observed(
-                &name,
-                i,
-                prepared.summary,
-                Vec::new(),
-                None,
-                State::NotStored,
-            );
+            self.insert_observed(&name, i, seen.summary, Vec::new(), None, State::NotStored);
             return Ok(());
         };
         self.tally.predicted_store += 1;
@@ -761,13 +744,7 @@ impl Play<'_> {
                 });
             }
         }
-        let candidate = candidate_body(&interaction, &prepared, &c, Timestamp::now());
-        let g = writer(&i.tenant, None);
-        let result =
-            self.rt.block_on(
-                self.engine
-                    .write_embedded(&g, &candidate, vector.clone(), false),
-            );
+        let vector = self.vector(&seen.summary)?;
         if let Some(kind) = o.unsafe_kind {
             self.check_unsafe(kind, o.secret.as_deref(), &name, result.as_ref().ok());
         }
@@ -786,7 +763,7 @@ impl Play<'_> {
             }
             Err(_) => (State::NotStored, None, None),
         };
-        self.insert_observed(&name, i, prepared.summary, vector, real, state);
+        self.insert_observed(&name, i, seen.summary, vector, real, state);
         if let Some(ev) = stored {
             if let Some(k) = self.known.get(&(i.tenant.clone(), name.clone())).cloned() {
                 self.check_attribution(&k, &ev, "observe");
