@@ -161,19 +161,21 @@ fn open_input(file: &PathBuf) -> anyhow::Result<(Box<dyn BufRead>, Option<u64>)>
         return Ok((Box::new(BufReader::new(std::io::stdin())), None));
     }
     let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
-    let total = BufReader::new(&f).lines().count() as u64;
-    let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
-    Ok((Box::new(BufReader::new(f)), Some(total)))
+    let bytes = f.metadata().map(|m| m.len()).ok();
+    Ok((Box::new(BufReader::new(f)), bytes))
 }
 
-fn progress(total: Option<u64>, what: &str) -> ProgressBar {
+/// A progress bar over `total` units, `counts` being the template's counter (`{pos}/{len}
+/// events`, or `{bytes}/{total_bytes}` for a file read once); a spinner when the total is
+/// unknown (stdin).
+fn progress(total: Option<u64>, what: &str, counts: &str) -> ProgressBar {
     let bar = match total {
         Some(n) => ProgressBar::new(n),
         None => ProgressBar::new_spinner(),
     };
-    let style = ProgressStyle::with_template(
-        "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} lines ({per_sec}, eta {eta})",
-    )
+    let style = ProgressStyle::with_template(&format!(
+        "{{msg}} [{{elapsed_precise}}] {{wide_bar}} {counts} (eta {{eta}})"
+    ))
     .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_message(what.to_string());
@@ -187,12 +189,12 @@ async fn import_lines(
     args: &ImportArgs,
 ) -> anyhow::Result<ImportSummary> {
     let (reader, total) = open_input(&args.file)?;
-    let bar = progress(total, "importing");
+    let bar = progress(total, "importing", "{bytes}/{total_bytes}");
     let mut summary = ImportSummary::default();
     let mut batch = Vec::with_capacity(args.batch);
     for (i, line) in reader.lines().enumerate() {
         let line = line.with_context(|| format!("reading line {}", i + 1))?;
-        bar.inc(1);
+        bar.inc(line.len() as u64 + 1);
         if line.trim().is_empty() {
             continue;
         }
@@ -400,7 +402,7 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<usize> {
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let bar = progress(Some(events.len() as u64), "exporting");
+    let bar = progress(Some(events.len() as u64), "exporting", "{pos}/{len} events");
     for e in &events {
         let mut line = serde_json::to_value(&e.event)?;
         if let (Some(v), Some(model), Value::Object(obj)) = (&e.vector, &model_id, &mut line) {
