@@ -70,10 +70,22 @@ fn clustered(centroids: &[Vec<f32>], rng: &mut StdRng) -> Vec<f32> {
     v
 }
 
-/// Tenant sizes: tenant 0 holds 10%, tenants 1.. decay geometrically (×0.9) down to 3 events.
+/// Share of all events held by tenant 0: `GRID_LARGEST` (default 0.10). `1` makes a
+/// single-tenant corpus, where the half-tenant row is 50% of all events.
+fn largest_share() -> f64 {
+    std::env::var("GRID_LARGEST")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| *v > 0.0 && *v <= 1.0)
+        .unwrap_or(0.10)
+}
+
+/// Tenant sizes: tenant 0 holds `largest_share()` (10%), tenants 1.. decay geometrically
+/// (×0.9, starting at 90% of the remaining share's tenth) down to 3 events.
 fn tenant_sizes(n: usize) -> Vec<usize> {
-    let mut sizes = vec![n / 10];
-    let mut next = n as f64 * 0.09;
+    let share = largest_share();
+    let mut sizes = vec![((n as f64 * share + 1e-6).floor() as usize).min(n)];
+    let mut next = n as f64 * (1.0 - share) * 0.1;
     let mut rest = n - sizes[0];
     while rest > 0 && next >= 3.0 {
         let s = (next as usize).min(rest);
@@ -81,10 +93,20 @@ fn tenant_sizes(n: usize) -> Vec<usize> {
         rest -= s;
         next *= 0.9;
     }
-    if rest > 0 {
+    if rest > 0 && sizes.len() > 1 {
         sizes[1] += rest;
+    } else if rest > 0 {
+        sizes[0] += rest;
     }
     sizes
+}
+
+/// A share as a row-name percentage: `0.1` → `10%`, `0.0125` → `0.0125%`.
+fn pct(share: f64) -> String {
+    let p = share * 100.0;
+    let text = format!("{p:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}%")
 }
 
 /// One grid query: a scope filter, how many events match it, and the exact top k.
@@ -192,32 +214,41 @@ fn generate(n: usize, q: usize) -> Corpus {
     let smallest = (sizes.len() - 1) as u16;
     // (name, target share, how to draw one filter)
     type Draw = fn(&mut StdRng, u16) -> (u16, Vec<u16>, Vec<u16>, Vec<u16>);
-    let rows: [(&str, f64, Draw); 7] = [
-        ("tenant_10%", 0.10, |_, _| (0, vec![], vec![], vec![])),
-        ("half_tenant_5%", 0.05, |r, _| {
+    // Shares scale with the largest tenant (names are those of the default 10%).
+    let l = largest_share();
+    let rows: [(String, f64, Draw); 7] = [
+        (format!("tenant_{}", pct(l)), l, |_, _| (0, vec![], vec![], vec![])),
+        (format!("half_tenant_{}", pct(l / 2.0)), l / 2.0, |r, _| {
             (0, pick(r, ACTORS, ACTORS / 2), vec![], vec![])
         }),
-        ("2actors_1%", 0.01, |r, _| {
+        (format!("2actors_{}", pct(l / 10.0)), l / 10.0, |r, _| {
             (0, pick(r, ACTORS, 2), vec![], vec![])
         }),
-        ("actor+project_0.1%", 0.001, |r, _| {
+        (format!("actor+project_{}", pct(l / 100.0)), l / 100.0, |r, _| {
             (0, pick(r, ACTORS, 1), vec![], pick(r, PROJECTS, 1))
         }),
-        ("actor+type+project_0.01%", 0.0001, |r, _| {
+        (
+            format!("actor+type+project_{}", pct(l / 1000.0)),
+            l / 1000.0,
+            |r, _| {
             (
                 0,
                 pick(r, ACTORS, 1),
                 pick(r, TYPES, 1),
                 pick(r, PROJECTS, 1),
             )
-        }),
-        ("smallest_tenant", 0.0, |_, s| (s, vec![], vec![], vec![])),
-        ("matches_nothing", 0.0, |_, _| {
+            },
+        ),
+        ("smallest_tenant".into(), 0.0, |_, s| (s, vec![], vec![], vec![])),
+        ("matches_nothing".into(), 0.0, |_, _| {
             (0, vec![NO_ACTOR], vec![], vec![])
         }),
     ];
     let mut meta_rows = Vec::new();
     for (name, target, draw) in rows {
+        if name == "smallest_tenant" && smallest == 0 {
+            continue; // single-tenant corpus: no small tenant
+        }
         let mut qs: Vec<GridQuery> = (0..q)
             .map(|_| {
                 let (tenant, actors, types, projects) = draw(&mut rng, smallest);
@@ -247,7 +278,7 @@ fn generate(n: usize, q: usize) -> Corpus {
         let mean = qs.iter().map(|g| g.matches as f64).sum::<f64>() / q.max(1) as f64;
         let tsize = sizes[qs.first().map_or(0, |g| g.tenant as usize)] as f64;
         meta_rows.push(GridRow {
-            name: name.to_string(),
+            name,
             target,
             selectivity: mean / n as f64,
             tenant_share: mean / tsize,
@@ -332,6 +363,12 @@ fn load(dir: &Path) -> Option<Corpus> {
 }
 
 fn grid_dir(n: usize) -> PathBuf {
+    let l = largest_share();
+    let name = if (l - 0.10).abs() < 1e-9 {
+        format!("n{n}")
+    } else {
+        format!("n{n}-largest{}", pct(l).trim_end_matches('%'))
+    };
     let base = std::env::var_os("GRID_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -339,7 +376,7 @@ fn grid_dir(n: usize) -> PathBuf {
                 .map_or_else(|| PathBuf::from("target"), PathBuf::from)
                 .join("grid")
         });
-    base.join(format!("n{n}"))
+    base.join(name)
 }
 
 fn corpus(n: usize, q: usize) -> Corpus {
@@ -386,10 +423,43 @@ fn engine_config(dir: &Path) -> EngineConfig {
     config
 }
 
-fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> Engine {
+/// `VmRSS` and `RssAnon` of this process, in KiB.
+fn rss_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("RssAnon:"))
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Ingest with precomputed vectors through the engine's write path (validation, policy,
+/// group commit, table, tantivy, HNSW insert on the writer thread); returns the engine and
+/// the ingest figures.
+fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> (Engine, serde_json::Value) {
+    let rss0 = rss_kib();
     let engine =
         Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("engine");
     let started = Instant::now();
+    let mut last = (Instant::now(), 0usize);
     rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for i in 0..c.n {
@@ -425,7 +495,12 @@ fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> Engine {
                 }
             }
             if i > 0 && i % 100_000 == 0 {
-                eprintln!("  {i} events, {:.0}s", started.elapsed().as_secs_f64());
+                let rate = (i - last.1) as f64 / last.0.elapsed().as_secs_f64();
+                last = (Instant::now(), i);
+                eprintln!(
+                    "  {i} events, {:.0}s ({rate:.0} events/s over the last 100k)",
+                    started.elapsed().as_secs_f64()
+                );
             }
         }
         while let Some(r) = set.join_next().await {
@@ -433,21 +508,38 @@ fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> Engine {
         }
         engine.refresh().await.expect("refresh");
     });
+    let secs = started.elapsed().as_secs_f64();
+    let rss1 = rss_kib();
     eprintln!(
-        "ingested {} events in {:.1}s",
+        "ingested {} events in {secs:.1}s ({:.0} events/s); VmRSS +{:.1} MiB",
         c.n,
-        started.elapsed().as_secs_f64()
+        c.n as f64 / secs,
+        (rss1.0 as f64 - rss0.0 as f64) / 1024.0
     );
-    engine
+    let figures = json!({
+        "events": c.n,
+        "ingestSeconds": secs,
+        "ingestEventsPerSecond": c.n as f64 / secs,
+        "rssBeforeKiB": rss0.0,
+        "rssAfterIngestKiB": rss1.0,
+        "rssAnonBeforeKiB": rss0.1,
+        "rssAnonAfterIngestKiB": rss1.1,
+    });
+    (engine, figures)
 }
 
 /// With `GRID_ENGINE_DIR`, the ingested engine is kept there and reopened by later runs
 /// (the log is replayed, HNSW rebuilt or loaded); otherwise a temporary directory is used.
-fn open_or_ingest(rt: &tokio::runtime::Runtime, c: &Corpus, tmp: &Path) -> Engine {
+fn open_or_ingest(
+    rt: &tokio::runtime::Runtime,
+    c: &Corpus,
+    tmp: &Path,
+) -> (Engine, PathBuf, Option<serde_json::Value>) {
     let Some(base) = std::env::var_os("GRID_ENGINE_DIR").map(PathBuf::from) else {
-        return ingest(rt, c, tmp);
+        let (engine, figures) = ingest(rt, c, tmp);
+        return (engine, tmp.to_path_buf(), Some(figures));
     };
-    let dir = base.join(format!("n{}", c.n));
+    let dir = base.join(grid_dir(c.n).file_name().expect("grid dir name"));
     let marker = dir.join("grid-ingested");
     if marker.exists() {
         let started = Instant::now();
@@ -458,13 +550,111 @@ fn open_or_ingest(rt: &tokio::runtime::Runtime, c: &Corpus, tmp: &Path) -> Engin
             dir.display(),
             started.elapsed().as_secs_f64()
         );
-        return engine;
+        return (engine, dir, None);
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("engine dir");
-    let engine = ingest(rt, c, &dir);
+    let (engine, figures) = ingest(rt, c, &dir);
     std::fs::write(&marker, "ok").expect("marker");
-    engine
+    (engine, dir, Some(figures))
+}
+
+/// `reopen <dir>` (a child process, so that its resident memory holds nothing but the
+/// engine): opens the ingested engine (log replay into the table and vector store, tantivy
+/// open, HNSW snapshot load; nothing re-embedded) and prints one JSON line with the time to
+/// ready and the resident memory it added.
+fn reopen_child(dir: &Path) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let rss0 = rss_kib();
+    let started = Instant::now();
+    let engine =
+        Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("reopen");
+    let ready_s = started.elapsed().as_secs_f64();
+    let rss1 = rss_kib();
+    let stats = engine.stats();
+    println!(
+        "{}",
+        json!({
+            "readySeconds": ready_s,
+            "rssBeforeKiB": rss0.0,
+            "rssReadyKiB": rss1.0,
+            "rssAnonBeforeKiB": rss0.1,
+            "rssAnonReadyKiB": rss1.1,
+            "hnswVectors": stats.hnsw_len,
+        })
+    );
+    rt.block_on(engine.shutdown());
+}
+
+/// Restart to ready and memory per event: shuts `engine` down, measures the data directory
+/// on disk, reopens it in a child process (twice; the median-free pair shows page-cache
+/// effects), and reopens it here for the measurements that follow.
+fn restart(
+    rt: &tokio::runtime::Runtime,
+    engine: Engine,
+    dir: &Path,
+    n: usize,
+) -> (Engine, serde_json::Value) {
+    rt.block_on(engine.shutdown());
+    drop(engine);
+    let disk = dir_bytes(dir);
+    let exe = std::env::current_exe().expect("current exe");
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let out = std::process::Command::new(&exe)
+            .arg("reopen")
+            .arg(dir)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("reopen child");
+        assert!(out.status.success(), "reopen child failed");
+        let line = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = line
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .expect("reopen json");
+        runs.push(v);
+    }
+    let best = runs
+        .iter()
+        .min_by(|a, b| {
+            let s = |v: &serde_json::Value| v["readySeconds"].as_f64().unwrap_or(f64::MAX);
+            s(a).total_cmp(&s(b))
+        })
+        .cloned()
+        .unwrap_or_default();
+    let kib = |v: &serde_json::Value, a: &str, b: &str| {
+        v[a].as_f64().unwrap_or(0.0) - v[b].as_f64().unwrap_or(0.0)
+    };
+    let rss_per_event = kib(&best, "rssReadyKiB", "rssBeforeKiB") * 1024.0 / n as f64;
+    let anon_per_event = kib(&best, "rssAnonReadyKiB", "rssAnonBeforeKiB") * 1024.0 / n as f64;
+    let vector_bytes = (DIM * 4) as f64;
+    eprintln!(
+        "restart to ready: {} s (first {:.2} s); RSS {:.0} B/event ({:.0} B beyond one copy \
+         of the vector), anonymous {:.0} B/event; on disk {:.0} B/event",
+        runs.iter()
+            .map(|r| format!("{:.2}", r["readySeconds"].as_f64().unwrap_or(f64::NAN)))
+            .collect::<Vec<_>>()
+            .join(" / "),
+        runs[0]["readySeconds"].as_f64().unwrap_or(f64::NAN),
+        rss_per_event,
+        rss_per_event - vector_bytes,
+        anon_per_event,
+        disk as f64 / n as f64
+    );
+    let engine =
+        Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("reopen");
+    let figures = json!({
+        "reopenRuns": runs,
+        "readySeconds": best["readySeconds"],
+        "rssBytesPerEvent": rss_per_event,
+        "rssBytesPerEventBeyondVector": rss_per_event - vector_bytes,
+        "rssAnonBytesPerEvent": anon_per_event,
+        "diskBytes": disk,
+        "diskBytesPerEvent": disk as f64 / n as f64,
+    });
+    (engine, figures)
 }
 
 fn request(gq: &GridQuery) -> (TenantGrant, RecallRequest) {
@@ -643,6 +833,14 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let mode = args.first().map_or("all", String::as_str);
+    if mode == "reopen" {
+        reopen_child(Path::new(args.get(1).expect("reopen <dir>")));
+        return;
+    }
+    if mode == "ingest-model" {
+        ingest_model();
+        return;
+    }
     let n: usize = std::env::var("GRID_N")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -658,7 +856,13 @@ fn main() {
     }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let tmp = tempfile::tempdir().expect("tmp");
-    let engine = open_or_ingest(&rt, &c, tmp.path());
+    let (mut engine, engine_dir, ingest_figures) = open_or_ingest(&rt, &c, tmp.path());
+    let mut figures = json!({"n": n, "ingest": ingest_figures});
+    if mode == "all" && std::env::var("GRID_RESTART").map_or(true, |v| v != "0") {
+        let (reopened, restart_figures) = restart(&rt, engine, &engine_dir, n);
+        engine = reopened;
+        figures["restart"] = restart_figures;
+    }
     match mode {
         "serve" => serve(&engine, &c),
         "profile" => {
@@ -684,6 +888,7 @@ fn main() {
                 "row", "select", "p50 ms", "p99 ms", "cpu ms/q", "QPS1", "QPS2", "recall", "short"
             );
             let only = std::env::var("GRID_ROWS").unwrap_or_default();
+            let mut table = Vec::new();
             for row in &c.meta.rows {
                 if !only.is_empty() && !only.split(',').any(|r| r == row.name) {
                     continue;
@@ -704,7 +909,22 @@ fn main() {
                     short,
                     m1.paths.first().map_or("", String::as_str)
                 );
+                table.push(json!({
+                    "row": row.name, "selectivity": row.selectivity,
+                    "tenantShare": row.tenant_share,
+                    "p50Ms": percentile(&m1.lat_us, 0.5) / 1e3,
+                    "p99Ms": percentile(&m1.lat_us, 0.99) / 1e3,
+                    "cpuMsPerQuery": m1.cpu_s * 1e3 / m1.calls as f64,
+                    "qps1": m1.calls as f64 / m1.wall_s, "qps2": m2.calls as f64 / m2.wall_s,
+                    "recallAt10": recall, "fewerThanK": short,
+                    "path": m1.paths.first(),
+                }));
             }
+            figures["rows"] = json!(table);
+            let out = grid_dir(n).join("figures.json");
+            std::fs::write(&out, serde_json::to_vec_pretty(&figures).expect("json"))
+                .expect("write figures");
+            eprintln!("figures written to {}", out.display());
         }
     }
     rt.block_on(engine.shutdown());
@@ -736,4 +956,139 @@ fn serve(engine: &Engine, c: &Corpus) {
         writeln!(out, "{reply}").expect("stdout");
         out.flush().expect("flush");
     }
+}
+
+/// `import` arguments, parsed the way the binary parses them.
+#[derive(clap::Parser)]
+struct ImportCli {
+    #[command(flatten)]
+    args: episodic::transfer::ImportArgs,
+}
+
+/// A one-sentence event summary of realistic length (10 to 25 words).
+fn sentence(rng: &mut StdRng, i: usize) -> String {
+    const WHO: [&str; 5] = ["The customer", "User", "The on-call engineer", "Support", "The admin"];
+    const DID: [&str; 8] = [
+        "asked to change",
+        "confirmed the new settings for",
+        "reported a failure in",
+        "approved the rollout of",
+        "corrected the details of",
+        "requested weekly updates about",
+        "finished the migration of",
+        "complained twice about",
+    ];
+    const WHAT: [&str; 8] = [
+        "renewal notices sent by email",
+        "the invoice format used for the European accounts",
+        "the staging deployment of the billing service",
+        "password reset emails that arrive late",
+        "the nightly data export to the warehouse",
+        "the dashboard's dark mode and font size",
+        "the API rate limit on the search endpoint",
+        "refund requests older than thirty days",
+    ];
+    const WHY: [&str; 5] = [
+        "",
+        " because the previous setting caused confusion",
+        " after the incident review on Tuesday",
+        " so that the team can plan the next quarter",
+        " as discussed in ticket",
+    ];
+    format!(
+        "{} {} {}{} {i}.",
+        WHO[rng.gen_range(0..WHO.len())],
+        DID[rng.gen_range(0..DID.len())],
+        WHAT[rng.gen_range(0..WHAT.len())],
+        WHY[rng.gen_range(0..WHY.len())]
+    )
+}
+
+/// `ingest-model`: ingest with the real model on a sample of `GRID_MODEL_SAMPLE` (default
+/// 2000) realistic summaries: the embedder alone (one call over the whole sample, so its
+/// length-sorted batching applies), then end to end through `import` (validation, policy,
+/// batched embedding, group commit, indexes) into a fresh data directory. Needs
+/// `bash models/fetch.sh`.
+fn ingest_model() {
+    use clap::Parser;
+    use episodic::embed::{Embedder, FastEmbedder};
+    let n: usize = std::env::var("GRID_MODEL_SAMPLE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let models = std::env::var_os("EPISODIC_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let mut rng = StdRng::seed_from_u64(77);
+    let texts: Vec<String> = (0..n).map(|i| sentence(&mut rng, i)).collect();
+    let t = Instant::now();
+    let embedder = FastEmbedder::load(&models).expect("model (run bash models/fetch.sh)");
+    let load_s = t.elapsed().as_secs_f64();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    // Warm-up on a few texts, then the whole sample in one call.
+    embedder.embed(&refs[..refs.len().min(32)]).expect("embed");
+    let t = Instant::now();
+    let vectors = embedder.embed(&refs).expect("embed");
+    let embed_s = t.elapsed().as_secs_f64();
+    assert_eq!(vectors.len(), n);
+    drop(embedder);
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("events.jsonl");
+    let lines: String = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let body = json!({
+                "eventType": "task_milestone",
+                "occurredAt": "2025-06-01T12:00:00Z",
+                "actorId": format!("a{}", i % ACTORS),
+                "projectId": format!("p{}", i % PROJECTS),
+                "resourceRefs": [format!("r{}", i % 50)],
+                "summary": text,
+                "sourceRefs": [format!("bench-{i}")],
+                "sourceTrust": "tool_result",
+                "confidence": "medium",
+                "privacyClass": "internal",
+                "retention": {"deleteOnRequest": true}
+            });
+            format!("{body}\n")
+        })
+        .collect();
+    std::fs::write(&file, lines).expect("jsonl");
+    let cli = ImportCli::try_parse_from([
+        "import".into(),
+        "--tenant".into(),
+        "t0".into(),
+        "--file".into(),
+        file.display().to_string(),
+        "--data-dir".into(),
+        tmp.path().join("data").display().to_string(),
+        "--model-dir".into(),
+        models.display().to_string(),
+    ])
+    .expect("import args");
+    let t = Instant::now();
+    let summary = episodic::transfer::import(&cli.args).expect("import");
+    let import_s = t.elapsed().as_secs_f64();
+    assert_eq!(summary.allowed, n, "every line allowed");
+    let embed_rate = n as f64 / embed_s;
+    let import_rate = n as f64 / (import_s - load_s).max(1e-9);
+    println!(
+        "model load {load_s:.2} s; embedder alone {embed_rate:.1} texts/s; import end to end \
+         {:.1} s = {import_rate:.1} events/s without the model load ({:.0}% of the embedder)",
+        import_s,
+        100.0 * import_rate / embed_rate
+    );
+    let out = grid_dir(0)
+        .with_file_name("ingest-model.json");
+    let _ = std::fs::create_dir_all(out.parent().expect("parent"));
+    let v = json!({
+        "sample": n, "modelLoadSeconds": load_s, "embedSeconds": embed_s,
+        "embedTextsPerSecond": embed_rate, "importSeconds": import_s,
+        "importEventsPerSecondWithoutLoad": import_rate,
+        "ratio": import_rate / embed_rate,
+    });
+    std::fs::write(&out, serde_json::to_vec_pretty(&v).expect("json")).expect("write");
+    eprintln!("written {}", out.display());
 }
