@@ -4,20 +4,31 @@
 //! that the peer harness (`benches/peers/`) loads exactly the same data.
 //!
 //! Modes (arguments after `--`; cargo's own `--bench` flag is ignored):
-//! * no mode: generate (or reuse) the corpus, ingest it, measure every row, print a table;
+//! * no mode: generate (or reuse) the corpus, ingest it (events/s, resident memory added),
+//!   shut the engine down and reopen it in a child process (restart to ready, resident memory
+//!   and on-disk bytes per event), measure every row on the reopened engine, print a table and
+//!   write `figures.json` next to the corpus;
 //! * `gen`: only write the corpus files;
 //! * `serve`: ingest, print `ready`, then answer `measure <row> <clients> <rounds>` lines on
-//!   stdin with one JSON line each (the peer driver interleaves Episodic with its peers).
+//!   stdin with one JSON line each (the peer driver interleaves Episodic with its peers);
+//! * `profile <row> <secs>`: loop one row single-client (attach `perf -p`);
+//! * `reopen <dir>`: open an ingested engine and print time to ready and memory (used by the
+//!   default mode, in a child process so that the resident memory is the engine's alone);
+//! * `ingest-model`: ingest with the real model: the embedder alone on a sample, then the
+//!   same sample end to end through `import` (`GRID_MODEL_SAMPLE`, default 2000).
 //!
 //! Environment: `GRID_N` (events, default 100000), `GRID_QUERIES` (per row, default 100),
 //! `GRID_DIR` (default `$CARGO_TARGET_DIR/grid` or `target/grid`), `GRID_ENGINE_DIR` (keep
 //! and reopen the ingested engine), `GRID_ROWS` (rows of the standalone table),
-//! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (override
-//! the engine's exact-vs-HNSW path selection).
+//! `GRID_RESTART=0` (skip the restart measurement), `GRID_LARGEST` (share of the largest
+//! tenant, default 0.10; `1` gives a single-tenant corpus whose half-tenant row is 50% of all
+//! events), `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE`
+//! (override the engine's exact-vs-HNSW path selection).
 //!
-//! Files in `$GRID_DIR/n<N>/`: `vectors.f32` (N×384 little-endian f32), `attrs.u16`
-//! (N×4 u16: tenant, actor, type, project), `queries.f32` (Q×384), `grid.json` (rows with
-//! per-query filters, match counts and exact top 10).
+//! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`): `vectors.f32`
+//! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
+//! `queries.f32` (Q×384), `grid.json` (rows with per-query filters, match counts and exact
+//! top 10), `figures.json` (the last standalone run's measurements).
 
 use std::collections::HashSet;
 use std::io::{BufRead, Write};
@@ -217,29 +228,35 @@ fn generate(n: usize, q: usize) -> Corpus {
     // Shares scale with the largest tenant (names are those of the default 10%).
     let l = largest_share();
     let rows: [(String, f64, Draw); 7] = [
-        (format!("tenant_{}", pct(l)), l, |_, _| (0, vec![], vec![], vec![])),
+        (format!("tenant_{}", pct(l)), l, |_, _| {
+            (0, vec![], vec![], vec![])
+        }),
         (format!("half_tenant_{}", pct(l / 2.0)), l / 2.0, |r, _| {
             (0, pick(r, ACTORS, ACTORS / 2), vec![], vec![])
         }),
         (format!("2actors_{}", pct(l / 10.0)), l / 10.0, |r, _| {
             (0, pick(r, ACTORS, 2), vec![], vec![])
         }),
-        (format!("actor+project_{}", pct(l / 100.0)), l / 100.0, |r, _| {
-            (0, pick(r, ACTORS, 1), vec![], pick(r, PROJECTS, 1))
-        }),
+        (
+            format!("actor+project_{}", pct(l / 100.0)),
+            l / 100.0,
+            |r, _| (0, pick(r, ACTORS, 1), vec![], pick(r, PROJECTS, 1)),
+        ),
         (
             format!("actor+type+project_{}", pct(l / 1000.0)),
             l / 1000.0,
             |r, _| {
-            (
-                0,
-                pick(r, ACTORS, 1),
-                pick(r, TYPES, 1),
-                pick(r, PROJECTS, 1),
-            )
+                (
+                    0,
+                    pick(r, ACTORS, 1),
+                    pick(r, TYPES, 1),
+                    pick(r, PROJECTS, 1),
+                )
             },
         ),
-        ("smallest_tenant".into(), 0.0, |_, s| (s, vec![], vec![], vec![])),
+        ("smallest_tenant".into(), 0.0, |_, s| {
+            (s, vec![], vec![], vec![])
+        }),
         ("matches_nothing".into(), 0.0, |_, _| {
             (0, vec![NO_ACTOR], vec![], vec![])
         }),
@@ -967,7 +984,13 @@ struct ImportCli {
 
 /// A one-sentence event summary of realistic length (10 to 25 words).
 fn sentence(rng: &mut StdRng, i: usize) -> String {
-    const WHO: [&str; 5] = ["The customer", "User", "The on-call engineer", "Support", "The admin"];
+    const WHO: [&str; 5] = [
+        "The customer",
+        "User",
+        "The on-call engineer",
+        "Support",
+        "The admin",
+    ];
     const DID: [&str; 8] = [
         "asked to change",
         "confirmed the new settings for",
@@ -1080,8 +1103,7 @@ fn ingest_model() {
         import_s,
         100.0 * import_rate / embed_rate
     );
-    let out = grid_dir(0)
-        .with_file_name("ingest-model.json");
+    let out = grid_dir(0).with_file_name("ingest-model.json");
     let _ = std::fs::create_dir_all(out.parent().expect("parent"));
     let v = json!({
         "sample": n, "modelLoadSeconds": load_s, "embedSeconds": embed_s,

@@ -149,7 +149,10 @@ fn filters() -> Vec<(&'static str, ScopeFilter)> {
     vec![
         ("tenant_10%", tenant(&[], &[], &[])),
         ("tenant+actor_0.5%", tenant(&["a3"], &[], &[])),
-        ("actor+type+project_0.01%", tenant(&["a3"], &["type-2"], &["p1"])),
+        (
+            "actor+type+project_0.01%",
+            tenant(&["a3"], &["type-2"], &["p1"]),
+        ),
     ]
 }
 
@@ -189,6 +192,30 @@ fn build_scope(c: &Corpus, dir: &Path) -> ScopeIndex {
         started.elapsed().as_secs_f64()
     );
     scope
+}
+
+/// This process's `VmRSS` in KiB (0 where unavailable).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Resident bytes per event added while `build` ran (allocator slack included).
+fn per_event<T>(n: usize, what: &str, build: impl FnOnce() -> T) -> T {
+    let before = rss_kib();
+    let out = build();
+    let after = rss_kib();
+    eprintln!(
+        "n={n}: {what} resident {:.0} B/event",
+        (after as f64 - before as f64) * 1024.0 / n as f64
+    );
+    out
 }
 
 fn build_store(c: &Corpus) -> VectorStore {
@@ -253,9 +280,9 @@ fn bench_read_paths(cr: &mut Criterion) {
         let c = Corpus::new(n);
         std::fs::create_dir_all(tmp_base()).expect("tmp base");
         let dir = tempfile::tempdir_in(tmp_base()).expect("tmp");
-        let scope = build_scope(&c, dir.path());
-        let store = build_store(&c);
-        let hnsw = build_hnsw(&c);
+        let scope = per_event(n, "scope index", || build_scope(&c, dir.path()));
+        let store = per_event(n, "vector store", || build_store(&c));
+        let hnsw = per_event(n, "hnsw graph", || build_hnsw(&c));
         let filters = filters();
         let candidates: Vec<Vec<u32>> = filters
             .iter()

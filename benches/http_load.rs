@@ -251,7 +251,11 @@ fn cpu_seconds(pid: u32) -> f64 {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
     // `rest` starts at field 3 (state), so field n is at index n - 3.
     (ticks(11) + ticks(12)) / clock_ticks()
 }
@@ -356,7 +360,10 @@ async fn client_loop(
                     Ok(_) if status.is_success() => Ok(()),
                     Ok(b) => Err((
                         false,
-                        format!("{status}: {}", String::from_utf8_lossy(&b[..b.len().min(300)])),
+                        format!(
+                            "{status}: {}",
+                            String::from_utf8_lossy(&b[..b.len().min(300)])
+                        ),
                     )),
                     Err(e) => Err((true, e.to_string())),
                 }
@@ -571,7 +578,16 @@ fn main() {
 
     println!(
         "{:<7} {:>5} {:>8} {:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        "op", "conc", "requests", "non2xx", "neterr", "req/s", "p50 ms", "p90 ms", "p99 ms", "cpu ms/req"
+        "op",
+        "conc",
+        "requests",
+        "non2xx",
+        "neterr",
+        "req/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "cpu ms/req"
     );
     let mut cells = Vec::new();
     for op in &ops {
