@@ -22,8 +22,9 @@
 //! and reopen the ingested engine), `GRID_ROWS` (rows of the standalone table),
 //! `GRID_RESTART=0` (skip the restart measurement), `GRID_LARGEST` (share of the largest
 //! tenant, default 0.10; `1` gives a single-tenant corpus whose half-tenant row is 50% of all
-//! events), `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE`
-//! (override the engine's exact-vs-HNSW path selection).
+//! events), `GRID_APPROXIMATE=1` (allow the opt-in approximate HNSW path; default exact),
+//! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
+//! selection).
 //!
 //! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`): `vectors.f32`
 //! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
@@ -425,9 +426,13 @@ fn engine_config(dir: &Path) -> EngineConfig {
         trust: 0.0,
         confidence: 0.0,
     };
+    config.rank.lexical_share = 0.0;
+    config.rank.context_weight = 0.0;
+    config.rank.actor_boost = 0.0;
     config.stale = SubjectRule::OFF;
-    // Path-selection knobs, to compare the default exact/HNSW split with alternatives.
+    // Path-selection knobs, to compare the default exact path with opt-in approximate HNSW.
     let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok());
+    config.recall.approximate = knob("GRID_APPROXIMATE").is_some_and(|v| v != 0.0);
     if let Some(v) = knob("GRID_EXACT_MAX_CANDIDATES") {
         config.recall.exact_max_candidates = v as usize;
     }

@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use episodic::index::scope::{ScopeDoc, ScopeFilter, ScopeIndex};
 use episodic::index::vector::{exact_scores, top_k, HnswIndex, HnswParams, IdSet, VectorStore};
 use episodic::model::{Confidence, SourceTrust};
-use episodic::rank::{Prior, RankConfig};
+use episodic::rank::{Prior, RankConfig, Signals};
 use episodic::store::log::Log;
 
 const DIM: usize = 384;
@@ -375,7 +375,7 @@ fn bench_rank(cr: &mut Criterion) {
                 let totals: Vec<f32> = priors
                     .par_iter()
                     .zip(cosines.par_iter())
-                    .map(|(p, cos)| rank.score(*cos, p, now_ms))
+                    .map(|(p, cos)| rank.score(&Signals::cosine(*cos), p, now_ms))
                     .collect();
                 top_k(&ids, &totals, K)
             })

@@ -43,7 +43,22 @@ pub struct ServeArgs {
     /// Ranking weights `relevance,recency,trust,confidence`.
     #[arg(long, env = "EPISODIC_RANK_WEIGHTS", default_value = "0.7,0.1,0.1,0.1")]
     pub rank_weights: String,
-    /// At or below this many in-scope candidates recall scores exactly.
+    /// Share of each event's match that comes from BM25 (0: cosine only, 1: BM25 only).
+    #[arg(long, env = "EPISODIC_LEXICAL_SHARE", default_value_t = 0.2)]
+    pub lexical_share: f32,
+    /// Weight of the episode neighbours' match (same project and source, adjacent in time).
+    #[arg(long, env = "EPISODIC_CONTEXT_WEIGHT", default_value_t = 0.5)]
+    pub context_weight: f32,
+    /// Bonus, relative to a full match, when the query names an event's actor.
+    #[arg(long, env = "EPISODIC_ACTOR_BOOST", default_value_t = 0.2)]
+    pub actor_boost: f32,
+    /// Events of one source at most this many minutes apart are episode neighbours.
+    #[arg(long, env = "EPISODIC_EPISODE_GAP_MINUTES", default_value_t = 30)]
+    pub episode_gap_minutes: u32,
+    /// Let recall use filtered HNSW for large scopes (approximate answers; default: exact).
+    #[arg(long, env = "EPISODIC_APPROXIMATE_RECALL")]
+    pub approximate_recall: bool,
+    /// With `--approximate-recall`, at or below this many in-scope candidates score exactly.
     #[arg(long, env = "EPISODIC_EXACT_MAX_CANDIDATES", default_value_t = 20_000)]
     pub exact_max_candidates: usize,
     /// Scope index refresh interval in milliseconds (fresh events are recallable at once regardless).
@@ -116,6 +131,24 @@ impl ServeArgs {
         );
         c.rank.half_life_days = self.recency_half_life_days;
         c.rank.weights = parse_weights(&self.rank_weights)?;
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.lexical_share),
+            "--lexical-share must lie in [0, 1]"
+        );
+        c.rank.lexical_share = self.lexical_share;
+        for (name, v) in [
+            ("--context-weight", self.context_weight),
+            ("--actor-boost", self.actor_boost),
+        ] {
+            anyhow::ensure!(
+                v.is_finite() && (0.0..=10.0).contains(&v),
+                "{name} must lie in [0, 10]"
+            );
+        }
+        c.rank.context_weight = self.context_weight;
+        c.rank.actor_boost = self.actor_boost;
+        c.rank.episode_gap_ms = i64::from(self.episode_gap_minutes) * 60_000;
+        c.recall.approximate = self.approximate_recall;
         c.recall.exact_max_candidates = self.exact_max_candidates;
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);

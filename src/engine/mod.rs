@@ -581,8 +581,20 @@ impl Engine {
         query_vector: &[f32],
     ) -> Result<RecallResponse, Problem> {
         // Cosine scoring (and HNSW's 1 - dot distance) assume a unit query, as stored vectors are.
+        self.recall_ranked(grant, req, query_vector, &self.config.rank)
+    }
+
+    /// Like [`Engine::recall_with_vector`], ranked with `rank` instead of the configured
+    /// ranking (ablations: the same data and scope under other weights).
+    pub fn recall_ranked(
+        &self,
+        grant: &TenantGrant,
+        req: &RecallRequest,
+        query_vector: &[f32],
+        rank: &crate::rank::RankConfig,
+    ) -> Result<RecallResponse, Problem> {
         let query = normalized(query_vector.to_vec(), self.embedder.dim())?;
-        crate::retrieve::recall(&self.shared, &self.config, grant, req, &query)
+        crate::retrieve::recall_ranked(&self.shared, &self.config, rank, grant, req, &query)
     }
 
     /// One page of the timeline, ordered by `occurredAt`.

@@ -1,9 +1,15 @@
-//! Pure ranking: combines relevance, recency, source trust and confidence into one score
-//! with an explanation.
+//! Pure ranking: combines relevance (semantic, lexical, episode context and a named actor),
+//! recency, source trust and confidence into one score with an explanation.
 //!
-//! Invariants: no I/O, no clock (the caller passes `now`); every component lies in [0, 1]
-//! before weighting (relevance is cosine clamped at 0); `score` is exactly the sum of the
-//! weighted components reported in the breakdown, so a hit can always be explained.
+//! Relevance is `w_rel · ((1 − s)·cosine⁺ + s·lexical + c·context + a·actor)` where `s` is
+//! the lexical share, `lexical` is the event's BM25 score divided by the best BM25 score among
+//! the scored candidates, `context` is the mean match (`(1 − s)·cosine⁺ + s·lexical`) of the
+//! event's episode neighbours (see `retrieve`), and `actor` is 1 when the query names the
+//! event's actor.
+//!
+//! Invariants: no I/O, no clock (the caller passes `now`); every signal lies in [0, 1]
+//! before weighting (cosine is clamped at 0); `score` is exactly the sum of the weighted
+//! components reported in the breakdown, so a hit can always be explained.
 
 use serde::Serialize;
 
@@ -33,6 +39,14 @@ pub struct RankConfig {
     pub trust_values: [f32; 5],
     /// Value per confidence, indexed like [`Confidence::ALL`].
     pub confidence_values: [f32; 3],
+    /// Share of the match that comes from BM25 (0: cosine only, 1: BM25 only).
+    pub lexical_share: f32,
+    /// Weight of the episode neighbours' mean match, relative to the event's own.
+    pub context_weight: f32,
+    /// Bonus (relative to a full match) when the query names the event's actor.
+    pub actor_boost: f32,
+    /// Events of one project at most this far apart (by `occurredAt`) are episode neighbours.
+    pub episode_gap_ms: i64,
 }
 
 impl Default for RankConfig {
@@ -47,6 +61,10 @@ impl Default for RankConfig {
             half_life_days: 180.0,
             trust_values: [0.7, 0.8, 0.9, 1.0, 0.3],
             confidence_values: [0.4, 0.7, 1.0],
+            lexical_share: 0.2,
+            context_weight: 0.5,
+            actor_boost: 0.2,
+            episode_gap_ms: 30 * 60 * 1000,
         }
     }
 }
@@ -55,8 +73,14 @@ impl Default for RankConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Breakdown {
-    /// Weighted relevance contribution.
+    /// Weighted semantic (cosine) contribution.
     pub relevance: f32,
+    /// Weighted lexical (BM25) contribution.
+    pub lexical: f32,
+    /// Weighted contribution of the episode neighbours' match.
+    pub context: f32,
+    /// Weighted contribution of the query naming the event's actor.
+    pub actor: f32,
     /// Weighted recency contribution.
     pub recency: f32,
     /// Weighted trust contribution.
@@ -65,12 +89,45 @@ pub struct Breakdown {
     pub confidence: f32,
     /// The raw cosine similarity between query and event.
     pub cosine: f32,
+    /// The raw BM25 score of the event's summary for the query (0 when no term matches).
+    pub bm25: f32,
 }
 
 impl Breakdown {
     /// The total score.
     pub fn score(&self) -> f32 {
-        self.relevance + self.recency + self.trust + self.confidence
+        self.relevance
+            + self.lexical
+            + self.context
+            + self.actor
+            + self.recency
+            + self.trust
+            + self.confidence
+    }
+}
+
+/// The query-dependent signals of one event.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Signals {
+    /// Cosine similarity between query and event.
+    pub cosine: f32,
+    /// Raw BM25 score (0 when no term matches).
+    pub bm25: f32,
+    /// BM25 divided by the best BM25 among the scored candidates, in [0, 1].
+    pub lexical: f32,
+    /// Mean match of the episode neighbours, in [0, 1] (0 without neighbours).
+    pub context: f32,
+    /// Whether the query names the event's actor.
+    pub actor: bool,
+}
+
+impl Signals {
+    /// Cosine alone (no lexical, context or actor signal).
+    pub fn cosine(cosine: f32) -> Self {
+        Signals {
+            cosine,
+            ..Signals::default()
+        }
     }
 }
 
@@ -121,21 +178,30 @@ impl RankConfig {
         w.recency + w.trust * max_trust + w.confidence * max_conf
     }
 
+    /// The event's own match in [0, 1]: cosine and lexical mixed by `lexical_share`.
+    pub fn matched(&self, cosine: f32, lexical: f32) -> f32 {
+        (1.0 - self.lexical_share) * cosine.max(0.0) + self.lexical_share * lexical
+    }
+
     /// Full explanation for one hit.
-    pub fn explain(&self, cosine: f32, prior: &Prior, now_ms: i64) -> Breakdown {
+    pub fn explain(&self, sig: &Signals, prior: &Prior, now_ms: i64) -> Breakdown {
         let w = &self.weights;
         Breakdown {
-            relevance: w.relevance * cosine.max(0.0),
+            relevance: w.relevance * (1.0 - self.lexical_share) * sig.cosine.max(0.0),
+            lexical: w.relevance * self.lexical_share * sig.lexical,
+            context: w.relevance * self.context_weight * sig.context,
+            actor: w.relevance * if sig.actor { self.actor_boost } else { 0.0 },
             recency: w.recency * self.recency(prior.occurred_ms, now_ms),
             trust: w.trust * self.trust_value(prior.trust),
             confidence: w.confidence * self.confidence_value(prior.confidence),
-            cosine,
+            cosine: sig.cosine,
+            bm25: sig.bm25,
         }
     }
 
     /// The total score (same value as `explain(..).score()`).
-    pub fn score(&self, cosine: f32, prior: &Prior, now_ms: i64) -> f32 {
-        self.weights.relevance * cosine.max(0.0) + self.prior_score(prior, now_ms)
+    pub fn score(&self, sig: &Signals, prior: &Prior, now_ms: i64) -> f32 {
+        self.explain(sig, prior, now_ms).score()
     }
 }
 
@@ -166,11 +232,12 @@ mod tests {
     fn newer_and_more_trusted_win_ties_on_relevance() {
         let cfg = RankConfig::default();
         let now = 1_000 * DAY;
-        let old = cfg.score(0.8, &prior(300, SourceTrust::UserProvided), now);
-        let new = cfg.score(0.8, &prior(1, SourceTrust::UserProvided), now);
+        let sig = Signals::cosine(0.8);
+        let old = cfg.score(&sig, &prior(300, SourceTrust::UserProvided), now);
+        let new = cfg.score(&sig, &prior(1, SourceTrust::UserProvided), now);
         assert!(new > old);
-        let untrusted = cfg.score(0.8, &prior(1, SourceTrust::UntrustedContent), now);
-        let operator = cfg.score(0.8, &prior(1, SourceTrust::OperatorEntered), now);
+        let untrusted = cfg.score(&sig, &prior(1, SourceTrust::UntrustedContent), now);
+        let operator = cfg.score(&sig, &prior(1, SourceTrust::OperatorEntered), now);
         assert!(operator > untrusted);
     }
 
@@ -180,9 +247,50 @@ mod tests {
         let now = 1_000 * DAY;
         for (cos, days) in [(0.9f32, 0i64), (0.1, 50), (-0.3, 400)] {
             let p = prior(days, SourceTrust::ToolResult);
-            let b = cfg.explain(cos, &p, now);
-            assert!((b.score() - cfg.score(cos, &p, now)).abs() < 1e-6);
+            let sig = Signals {
+                cosine: cos,
+                bm25: 3.0,
+                lexical: 0.5,
+                context: 0.25,
+                actor: days == 0,
+            };
+            let b = cfg.explain(&sig, &p, now);
+            let parts = b.relevance + b.lexical + b.context + b.actor;
+            let parts = parts + b.recency + b.trust + b.confidence;
+            assert!((b.score() - parts).abs() < 1e-6);
+            assert!((b.score() - cfg.score(&sig, &p, now)).abs() < 1e-6);
             assert!(cfg.prior_score(&p, now) <= cfg.max_prior_score() + 1e-6);
         }
+    }
+
+    #[test]
+    fn lexical_share_mixes_cosine_and_bm25() {
+        let mut cfg = RankConfig {
+            lexical_share: 0.0,
+            ..RankConfig::default()
+        };
+        assert!((cfg.matched(0.6, 1.0) - 0.6).abs() < 1e-6);
+        cfg.lexical_share = 1.0;
+        assert!((cfg.matched(0.6, 0.2) - 0.2).abs() < 1e-6);
+        cfg.lexical_share = 0.5;
+        assert!((cfg.matched(-0.4, 0.2) - 0.1).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_named_actor_and_a_relevant_episode_lift_a_hit() {
+        let cfg = RankConfig::default();
+        let now = 1_000 * DAY;
+        let p = prior(10, SourceTrust::UserProvided);
+        let plain = Signals::cosine(0.5);
+        let named = Signals {
+            actor: true,
+            ..plain
+        };
+        let in_context = Signals {
+            context: 0.8,
+            ..plain
+        };
+        assert!(cfg.score(&named, &p, now) > cfg.score(&plain, &p, now));
+        assert!(cfg.score(&in_context, &p, now) > cfg.score(&plain, &p, now));
     }
 }

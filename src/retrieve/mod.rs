@@ -3,9 +3,10 @@
 //! Invariants:
 //! - the tenant from the grant and every scope filter are applied before any vector work:
 //!   the vector stage only ever sees in-scope, visible candidates;
-//! - the answer is the exact in-scope top k under the ranking function whatever path runs:
-//!   the exact path scores every candidate; the HNSW path stops only when a bound proves no
-//!   unretrieved candidate can outrank its k-th hit, and otherwise deepens or falls back;
+//! - by default the answer is the exact in-scope top k under the ranking function: every
+//!   candidate is scored (rayon-parallel). Filtered HNSW is approximate (hnsw_rs may miss a
+//!   true neighbour, so no bound on its list proves the top k); it runs only when the operator
+//!   opts in with `approximate`, and the response then says `path: "hnsw"`;
 //! - every returned event is checked once more against the grant's tenant.
 
 pub mod evidence;
@@ -26,20 +27,20 @@ use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
 use crate::index::vector::{dot, exact_scores, top_k, IdSet, VectorStore};
 use crate::model::{EventStatus, StoredEvent, Timestamp};
-use crate::rank::{Breakdown, RankConfig};
+use crate::rank::{Breakdown, RankConfig, Signals};
 use crate::telemetry;
 
 /// How recall chooses between exact scoring and HNSW.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallConfig {
-    /// At or below this many candidates, score exactly.
+    /// Allow filtered HNSW for large scopes (off by default: answers are then approximate).
+    pub approximate: bool,
+    /// With `approximate`, at or below this many candidates, score exactly anyway.
     pub exact_max_candidates: usize,
     /// HNSW is used only when candidates are at least this share of all vectors.
     pub hnsw_min_fraction: f64,
-    /// Initial HNSW depth as a multiple of k.
+    /// HNSW depth as a multiple of k (with `approximate`).
     pub hnsw_oversample: usize,
-    /// Deepening rounds before falling back to exact scoring.
-    pub hnsw_max_rounds: usize,
     /// A newer event on the same subject makes an older one stale only when their summary
     /// embeddings have at least this cosine (0, the default: any same-subject event). Raising
     /// it keeps unrelated older events of a subject (the train booking next to a newer hotel
@@ -50,10 +51,10 @@ pub struct RecallConfig {
 impl Default for RecallConfig {
     fn default() -> Self {
         RecallConfig {
+            approximate: false,
             exact_max_candidates: 20_000,
             hnsw_min_fraction: 0.3,
             hnsw_oversample: 4,
-            hnsw_max_rounds: 3,
             stale_min_similarity: 0.0,
         }
     }
@@ -65,9 +66,9 @@ impl Default for RecallConfig {
 pub enum VectorPath {
     /// Every candidate scored.
     Exact,
-    /// Filtered HNSW search with a proven bound.
+    /// Filtered HNSW search (approximate; only with `approximate` recall enabled).
     Hnsw,
-    /// HNSW could not prove its answer; every candidate scored.
+    /// HNSW returned too short a list; every candidate scored.
     HnswFallbackExact,
 }
 
@@ -284,10 +285,22 @@ fn apply_staleness(
     (out, marks)
 }
 
-/// Scope-first recall with a precomputed query vector.
+/// Scope-first recall with a precomputed query vector, ranked with `config.rank`.
 pub fn recall(
     shared: &Shared,
     config: &EngineConfig,
+    grant: &TenantGrant,
+    req: &RecallRequest,
+    query: &[f32],
+) -> Result<RecallResponse, Problem> {
+    recall_ranked(shared, config, &config.rank, grant, req, query)
+}
+
+/// Like [`recall`] with another ranking configuration (ablations, diagnostics).
+pub fn recall_ranked(
+    shared: &Shared,
+    config: &EngineConfig,
+    rank: &RankConfig,
     grant: &TenantGrant,
     req: &RecallRequest,
     query: &[f32],
@@ -312,13 +325,16 @@ pub fn recall(
     );
     let ctx = RankCtx {
         shared,
-        rank: &config.rank,
+        rank,
         query,
+        text: &req.query,
+        filter: &filter,
+        scope_size: ids.len(),
         now_ms: now.unix_millis(),
     };
     let scoped = std::time::Instant::now();
     telemetry::recall_stage("scope", scoped - started);
-    let (ranked, path) = choose_and_rank(&ctx, &config.recall, &entries, req.limit);
+    let (ranked, path) = choose_and_rank(&ctx, &config.recall, &entries, req.limit)?;
     let scored = std::time::Instant::now();
     telemetry::recall_stage("vector", scored - scoped);
     telemetry::recall_path(path.as_str());
@@ -331,8 +347,24 @@ pub fn recall(
 struct RankCtx<'a> {
     shared: &'a Shared,
     rank: &'a RankConfig,
+    /// The unit query vector.
     query: &'a [f32],
+    /// The query text (BM25 and actor names).
+    text: &'a str,
+    /// The scope, for the lexical search.
+    filter: &'a ScopeFilter,
+    /// How many indexed events the scope holds (visible or not): the lexical search depth
+    /// that misses no visible match.
+    scope_size: usize,
     now_ms: i64,
+}
+
+/// One ranked candidate: internal id, total score and the signals behind it.
+#[derive(Debug, Clone, Copy)]
+struct Ranked {
+    doc: u32,
+    score: f32,
+    signals: Signals,
 }
 
 fn choose_and_rank(
@@ -340,62 +372,205 @@ fn choose_and_rank(
     cfg: &RecallConfig,
     entries: &[Arc<Entry>],
     k: usize,
-) -> (Vec<(u32, f32)>, VectorPath) {
+) -> Result<(Vec<Ranked>, VectorPath), Problem> {
     debug_assert!(
         entries.windows(2).all(|w| w[0].doc < w[1].doc),
         "entries sorted by id"
     );
     let n = entries.len();
     let total = ctx.shared.hnsw.load().len().max(1);
-    let use_hnsw =
-        n > cfg.exact_max_candidates && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
+    let use_hnsw = cfg.approximate
+        && n > cfg.exact_max_candidates
+        && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
     if !use_hnsw || k == 0 {
-        return (exact_rank(ctx, entries, k), VectorPath::Exact);
+        let all: Vec<&Arc<Entry>> = entries.iter().collect();
+        return Ok((rank_set(ctx, &all, k)?, VectorPath::Exact));
     }
-    match hnsw_rank(ctx, cfg, entries, k) {
-        Some(hits) => (hits, VectorPath::Hnsw),
-        None => (exact_rank(ctx, entries, k), VectorPath::HnswFallbackExact),
+    match hnsw_set(ctx, cfg, entries, k)? {
+        Some(set) => Ok((rank_set(ctx, &set, k)?, VectorPath::Hnsw)),
+        None => {
+            let all: Vec<&Arc<Entry>> = entries.iter().collect();
+            Ok((rank_set(ctx, &all, k)?, VectorPath::HnswFallbackExact))
+        }
     }
 }
 
-/// Scores every candidate (cosine via the vector store, then priors) in parallel.
-fn exact_rank(ctx: &RankCtx<'_>, entries: &[Arc<Entry>], k: usize) -> Vec<(u32, f32)> {
-    let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
+/// Scores `set` (cosine via the vector store, BM25 via the scope index, actor names, episode
+/// context, priors) in parallel and returns its top k.
+fn rank_set(ctx: &RankCtx<'_>, set: &[&Arc<Entry>], k: usize) -> Result<Vec<Ranked>, Problem> {
+    let ids: Vec<u32> = set.iter().map(|e| e.doc).collect();
     let cosines = exact_scores(&ctx.shared.vectors.load(), ctx.query, &ids);
-    let totals: Vec<f32> = entries
-        .par_iter()
-        .zip(cosines.par_iter())
-        .map(|(e, cos)| ctx.rank.score(*cos, &e.prior(), ctx.now_ms))
+    let bm25 = lexical_scores(ctx, set)?;
+    let best_bm25 = bm25.iter().copied().fold(0.0f32, f32::max);
+    let lexical: Vec<f32> = bm25
+        .iter()
+        .map(|b| if best_bm25 > 0.0 { b / best_bm25 } else { 0.0 })
         .collect();
-    top_k(&ids, &totals, k)
+    let matched: Vec<f32> = cosines
+        .par_iter()
+        .zip(lexical.par_iter())
+        .map(|(c, l)| ctx.rank.matched(*c, *l))
+        .collect();
+    let context = episode_context(ctx.rank, set, &matched);
+    let actors = ActorNames::new(ctx.text);
+    let signals: Vec<Signals> = (0..set.len())
+        .into_par_iter()
+        .map(|i| Signals {
+            cosine: cosines[i],
+            bm25: bm25[i],
+            lexical: lexical[i],
+            context: context[i],
+            actor: ctx.rank.actor_boost > 0.0 && actors.names(&set[i].event.actor_id),
+        })
+        .collect();
+    let totals: Vec<f32> = set
+        .par_iter()
+        .zip(signals.par_iter())
+        .map(|(e, sig)| ctx.rank.score(sig, &e.prior(), ctx.now_ms))
+        .collect();
+    let positions: Vec<u32> = (0..set.len() as u32).collect();
+    Ok(top_k(&positions, &totals, k)
+        .into_iter()
+        .map(|(i, score)| Ranked {
+            doc: ids[i as usize],
+            score,
+            signals: signals[i as usize],
+        })
+        .collect())
 }
 
-/// Filtered HNSW with a stopping bound; `None` when it cannot prove the exact top k.
-fn hnsw_rank(
+/// BM25 of each event of `set` for the query text, restricted to the scope (0 for events not
+/// matching any term and for events newer than the last scope-index refresh).
+fn lexical_scores(ctx: &RankCtx<'_>, set: &[&Arc<Entry>]) -> Result<Vec<f32>, Problem> {
+    let mut out = vec![0.0; set.len()];
+    if ctx.rank.lexical_share <= 0.0 || set.is_empty() {
+        return Ok(out);
+    }
+    let hits = ctx
+        .shared
+        .scope
+        .lexical(ctx.filter, ctx.text, ctx.scope_size)
+        .map_err(index_error)?;
+    let by_doc: HashMap<u32, f32> = hits.into_iter().collect();
+    for (slot, e) in out.iter_mut().zip(set) {
+        if let Some(score) = by_doc.get(&e.doc) {
+            *slot = *score;
+        }
+    }
+    Ok(out)
+}
+
+/// For each event of `set`, the mean `matched` of its episode neighbours: the events just
+/// before and after it (by `occurredAt`, then id) with the same project and the same source
+/// (first `sourceRefs` entry: the conversation, session or document it came from), no more
+/// than `episode_gap_ms` away. Only events of `set` count, so nothing out of scope or
+/// invisible (deleted, expired, pending review) lends an event relevance.
+fn episode_context(rank: &RankConfig, set: &[&Arc<Entry>], matched: &[f32]) -> Vec<f32> {
+    let mut context = vec![0.0; set.len()];
+    if rank.context_weight <= 0.0 || set.len() < 2 {
+        return context;
+    }
+    let key = |i: usize| {
+        let e = set[i];
+        (
+            &e.event.project_id,
+            e.event.source_refs.first(),
+            e.occurred_ms,
+            e.doc,
+        )
+    };
+    let mut order: Vec<usize> = (0..set.len()).collect();
+    order.par_sort_unstable_by(|a, b| key(*a).cmp(&key(*b)));
+    let near = |a: usize, b: usize| {
+        let ((pa, sa, ta, _), (pb, sb, tb, _)) = (key(a), key(b));
+        pa == pb && sa.is_some() && sa == sb && (ta - tb).abs() <= rank.episode_gap_ms
+    };
+    for (p, &i) in order.iter().enumerate() {
+        let before = p.checked_sub(1).map(|q| order[q]).filter(|&j| near(i, j));
+        let after = order.get(p + 1).copied().filter(|&j| near(i, j));
+        let neighbours: Vec<f32> = before
+            .into_iter()
+            .chain(after)
+            .map(|j| matched[j])
+            .collect();
+        if !neighbours.is_empty() {
+            context[i] = neighbours.iter().sum::<f32>() / neighbours.len() as f32;
+        }
+    }
+    context
+}
+
+/// The words of a query, for recognising actors it names.
+struct ActorNames {
+    words: std::collections::HashSet<String>,
+}
+
+impl ActorNames {
+    fn new(query: &str) -> Self {
+        ActorNames {
+            words: words(query).collect(),
+        }
+    }
+
+    /// Whether every word of `actor_id` occurs in the query (case-insensitive).
+    fn names(&self, actor_id: &str) -> bool {
+        let mut any = false;
+        for w in words(actor_id) {
+            if !self.words.contains(&w) {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+}
+
+/// Lower-cased alphanumeric words.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// Filtered HNSW's nearest candidates plus the scope's best BM25 matches, or `None` when HNSW
+/// returns too few (every candidate is then scored). Approximate: HNSW may miss a true
+/// neighbour.
+fn hnsw_set<'e>(
     ctx: &RankCtx<'_>,
     cfg: &RecallConfig,
-    entries: &[Arc<Entry>],
+    entries: &'e [Arc<Entry>],
     k: usize,
-) -> Option<Vec<(u32, f32)>> {
+) -> Result<Option<Vec<&'e Arc<Entry>>>, Problem> {
     let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
     let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.load().len());
-    let hnsw = ctx.shared.hnsw.load();
-    let mut depth = (k * cfg.hnsw_oversample).max(k + 10);
-    for _ in 0..cfg.hnsw_max_rounds {
-        if depth >= ids.len() {
-            return None;
-        }
-        let ef = depth.max(64);
-        let hits = hnsw.search_filtered(ctx.query, depth, ef, &allow);
-        if hits.len() < depth {
-            return None;
-        }
-        if let Some(done) = bounded_top_k(ctx, &hits, entries, k) {
-            return Some(done);
-        }
-        depth *= 4;
+    let depth = (k * cfg.hnsw_oversample).max(k + 10);
+    if depth >= ids.len() {
+        return Ok(None);
     }
-    None
+    let hits = ctx
+        .shared
+        .hnsw
+        .load()
+        .search_filtered(ctx.query, depth, depth.max(64), &allow);
+    if hits.len() < depth {
+        return Ok(None);
+    }
+    let lexical = if ctx.rank.lexical_share > 0.0 {
+        ctx.shared
+            .scope
+            .lexical(ctx.filter, ctx.text, depth)
+            .map_err(index_error)?
+    } else {
+        Vec::new()
+    };
+    let mut docs: Vec<u32> = hits.iter().chain(&lexical).map(|(d, _)| *d).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    Ok(Some(
+        docs.into_iter()
+            .filter_map(|d| entry_of(entries, d))
+            .collect(),
+    ))
 }
 
 /// The entry with internal id `doc` among `entries`, which are sorted by id (candidates are).
@@ -406,52 +581,24 @@ fn entry_of(entries: &[Arc<Entry>], doc: u32) -> Option<&Arc<Entry>> {
         .map(|i| &entries[i])
 }
 
-/// The top k of `hits` if no unretrieved candidate can beat the k-th.
-fn bounded_top_k(
-    ctx: &RankCtx<'_>,
-    hits: &[(u32, f32)],
-    entries: &[Arc<Entry>],
-    k: usize,
-) -> Option<Vec<(u32, f32)>> {
-    let ids: Vec<u32> = hits.iter().map(|(id, _)| *id).collect();
-    let totals: Vec<f32> = hits
-        .iter()
-        .map(|(id, cos)| {
-            entry_of(entries, *id)
-                .map_or(f32::MIN, |e| ctx.rank.score(*cos, &e.prior(), ctx.now_ms))
-        })
-        .collect();
-    let best = top_k(&ids, &totals, k);
-    let min_cos = hits.iter().map(|(_, c)| *c).fold(f32::MAX, f32::min);
-    let bound = ctx.rank.weights.relevance * min_cos.max(0.0) + ctx.rank.max_prior_score();
-    let kth = best.last().map_or(f32::MIN, |(_, s)| *s);
-    (best.len() == k && kth >= bound).then_some(best)
-}
-
 fn respond(
     ctx: &RankCtx<'_>,
     grant: &TenantGrant,
     entries: &[Arc<Entry>],
     stale: &HashMap<u32, String>,
-    ranked: Vec<(u32, f32)>,
+    ranked: Vec<Ranked>,
     path: VectorPath,
 ) -> RecallResponse {
-    let vectors = ctx.shared.vectors.load();
     let results: Vec<Hit> = ranked
         .into_iter()
-        .filter_map(|(doc, score)| entry_of(entries, doc).map(|e| (e, score)))
+        .filter_map(|r| entry_of(entries, r.doc).map(|e| (e, r)))
         .filter(|(e, _)| grant.can_see(&e.event))
-        .map(|(e, score)| {
-            let cos = vectors
-                .with_vector(e.doc, |v| dot(v, ctx.query))
-                .unwrap_or(0.0);
-            Hit {
-                event: e.event.clone(),
-                score,
-                score_breakdown: ctx.rank.explain(cos, &e.prior(), ctx.now_ms),
-                stale: stale.contains_key(&e.doc),
-                stale_by: stale.get(&e.doc).cloned(),
-            }
+        .map(|(e, r)| Hit {
+            event: e.event.clone(),
+            score: r.score,
+            score_breakdown: ctx.rank.explain(&r.signals, &e.prior(), ctx.now_ms),
+            stale: stale.contains_key(&e.doc),
+            stale_by: stale.get(&e.doc).cloned(),
         })
         .collect();
     let events: Vec<&StoredEvent> = results.iter().map(|h| &h.event).collect();
@@ -501,4 +648,20 @@ pub fn timeline(
         events: page.iter().take(q.limit).map(|e| e.event.clone()).collect(),
         next_cursor,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ActorNames;
+
+    #[test]
+    fn an_actor_is_named_when_all_its_words_occur_in_the_query() {
+        let q = ActorNames::new("What did Caroline tell user 42 about the trip?");
+        assert!(q.names("Caroline"));
+        assert!(q.names("caroline"));
+        assert!(q.names("user-42"));
+        assert!(!q.names("user-7"));
+        assert!(!q.names("Melanie"));
+        assert!(!q.names("--"), "an id without words names nobody");
+    }
 }

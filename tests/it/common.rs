@@ -207,6 +207,17 @@ pub fn event(actor: &str, summary: &str, occurred_at: &str) -> Value {
     })
 }
 
+/// The weighted parts of a recall hit's `scoreBreakdown`, which sum to its `score`.
+pub const BREAKDOWN_PARTS: [&str; 7] = [
+    "relevance",
+    "lexical",
+    "context",
+    "actor",
+    "recency",
+    "trust",
+    "confidence",
+];
+
 pub fn with(mut v: Value, key: &str, value: Value) -> Value {
     v[key] = value;
     v

@@ -1,5 +1,5 @@
-//! The HNSW path of recall returns exactly what the exact path returns for the same data,
-//! scope and query (the bound-and-deepen rule), and never an out-of-scope event.
+//! Recall is exact by default even for scopes large enough for HNSW; the opt-in approximate
+//! path stays in scope and close to the exact answer.
 
 use std::sync::Arc;
 
@@ -17,17 +17,36 @@ fn vector(rng: &mut StdRng, centers: &[Vec<f32>]) -> Vec<f32> {
     c.iter().map(|x| x + rng.gen_range(-0.15..0.15)).collect()
 }
 
-async fn engine(dir: &std::path::Path, hnsw: bool) -> Engine {
+async fn engine(dir: &std::path::Path, approximate: bool) -> Engine {
     let mut c = EngineConfig::new(dir.to_path_buf());
-    if hnsw {
-        c.recall.exact_max_candidates = 10;
-        c.recall.hnsw_min_fraction = 0.0;
-    }
+    // Cosine alone (priors are equal here), so brute force over the vectors is the truth.
+    c.rank.lexical_share = 0.0;
+    c.rank.context_weight = 0.0;
+    c.rank.actor_boost = 0.0;
+    c.recall.approximate = approximate;
+    c.recall.exact_max_candidates = 10;
+    c.recall.hnsw_min_fraction = 0.0;
     Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine")
 }
 
+/// The 10 best cosines, by brute force over every vector written.
+fn brute_force(written: &[(String, Vec<f32>, String)], q: &[f32], actor: Option<&str>) -> Vec<f32> {
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let mut scored: Vec<f32> = written
+        .iter()
+        .filter(|(_, _, a)| actor.is_none_or(|want| a == want))
+        .map(|(_, v, _)| {
+            let dot: f32 = v.iter().zip(q).map(|(a, b)| a * b).sum();
+            dot / (norm(v) * norm(q))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.total_cmp(a));
+    scored.truncate(10);
+    scored
+}
+
 #[tokio::test]
-async fn hnsw_and_exact_paths_agree() {
+async fn recall_is_exact_by_default_and_hnsw_only_when_opted_in() {
     let (d1, d2) = (
         tempfile::tempdir().expect("tmp"),
         tempfile::tempdir().expect("tmp"),
@@ -41,6 +60,7 @@ async fn hnsw_and_exact_paths_agree() {
         .map(|_| (0..384).map(|_| rng.gen_range(-1.0..1.0)).collect())
         .collect();
     let grant = TenantGrant::internal("acme", "test");
+    let mut written = Vec::new();
     for i in 0..600 {
         let actor = format!("a{}", i % 3);
         let body = json!({
@@ -54,10 +74,12 @@ async fn hnsw_and_exact_paths_agree() {
             .write_embedded(&grant, &body, v.clone(), false)
             .await
             .expect("write");
-        hnsw.write_embedded(&grant, &body, v, false)
+        hnsw.write_embedded(&grant, &body, v.clone(), false)
             .await
             .expect("write");
+        written.push((format!("event {i}"), v, actor));
     }
+    let mut overlap = 0;
     for q in 0..20 {
         let scope = if q % 2 == 0 {
             Scope::default()
@@ -78,7 +100,11 @@ async fn hnsw_and_exact_paths_agree() {
         let v: Vec<f32> = vector(&mut rng, &centers);
         let a = exact.recall_with_vector(&grant, &req, &v).expect("exact");
         let b = hnsw.recall_with_vector(&grant, &req, &v).expect("hnsw");
-        assert_eq!(a.stats.path, VectorPath::Exact);
+        assert_eq!(
+            a.stats.path,
+            VectorPath::Exact,
+            "exact unless approximate is on"
+        );
         assert_ne!(b.stats.path, VectorPath::Exact, "the HNSW path ran");
         let ids = |r: &episodic::retrieve::RecallResponse| {
             r.results
@@ -86,11 +112,23 @@ async fn hnsw_and_exact_paths_agree() {
                 .map(|h| h.event.summary.clone())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(ids(&a), ids(&b), "query {q}");
-        if q % 2 == 1 {
-            assert!(b.results.iter().all(|h| h.event.actor_id == "a1"));
+        let actor = (q % 2 == 1).then_some("a1");
+        let cosines: Vec<f32> = a.results.iter().map(|h| h.score_breakdown.cosine).collect();
+        let truth = brute_force(&written, &v, actor);
+        assert_eq!(cosines.len(), truth.len(), "query {q}");
+        for (got, want) in cosines.iter().zip(&truth) {
+            // Equal up to rounding (ties may come back in either order).
+            assert!(
+                (got - want).abs() < 1e-5,
+                "query {q}: {cosines:?} vs {truth:?}"
+            );
+        }
+        overlap += ids(&b).iter().filter(|s| ids(&a).contains(s)).count();
+        if let Some(actor) = actor {
+            assert!(b.results.iter().all(|h| h.event.actor_id == actor));
         }
     }
+    assert!(overlap >= 180, "approximate recall@10 {overlap}/200");
     exact.shutdown().await;
     hnsw.shutdown().await;
 }

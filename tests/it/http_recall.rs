@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::common::{event, result_ids, summaries, with, App};
+use crate::common::{event, result_ids, summaries, with, App, BREAKDOWN_PARTS};
 
 #[tokio::test]
 async fn real_model_ranks_the_relevant_event_first() {
@@ -33,7 +33,7 @@ async fn real_model_ranks_the_relevant_event_first() {
         "The customer asked for renewal notices by email"
     );
     let b = &recall["results"][0]["scoreBreakdown"];
-    let sum: f64 = ["relevance", "recency", "trust", "confidence"]
+    let sum: f64 = BREAKDOWN_PARTS
         .iter()
         .map(|k| b[k].as_f64().expect("part"))
         .sum();

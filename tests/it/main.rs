@@ -19,6 +19,7 @@ mod http_policy;
 mod http_recall;
 mod http_storage;
 mod http_write;
+mod hybrid_recall;
 mod isolation;
 mod mcp;
 mod races;

@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use crate::common::{event, model_dir, with, App};
+use crate::common::{event, model_dir, with, App, BREAKDOWN_PARTS};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -657,13 +657,13 @@ fn ui_drives_the_real_server_in_headless_chromium() {
         let f = |v: &Value| format!("{:.3}", v.as_f64().expect("number"));
         assert_eq!(p["score"], json!(format!("score {}", f(&a["score"]))));
         let b = &a["scoreBreakdown"];
-        let expected: Vec<String> = ["relevance", "recency", "trust", "confidence"]
+        let expected: Vec<String> = BREAKDOWN_PARTS
             .iter()
             .map(|c| f(&b[*c]))
             .chain([f(&a["score"])])
             .collect();
         assert_eq!(p["parts"], json!(expected));
-        assert_eq!(p["segs"], 4);
+        assert_eq!(p["segs"], 7);
         let why = p["why"].as_str().expect("why");
         assert!(
             why.contains(&format!("cosine similarity {}", f(&b["cosine"]))),

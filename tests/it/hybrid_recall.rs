@@ -1,0 +1,145 @@
+//! Hybrid recall with the real model: BM25, a named actor and episode context each show in
+//! the score breakdown, lift the event they should, and a deleted event stops lending its
+//! neighbours relevance at once.
+
+use serde_json::{json, Value};
+
+use crate::common::{event, with, App, BREAKDOWN_PARTS};
+
+const T0: &str = "2026-05-08T13:56:00Z";
+
+/// A conversation turn: its own resource (so no turn makes another stale) and its session as
+/// the source.
+fn turn(actor: &str, summary: &str, at: &str, session: &str) -> Value {
+    let e = with(event(actor, summary, at), "sourceRefs", json!([session]));
+    with(e, "resourceRefs", json!([format!("turn-{at}")]))
+}
+
+fn hit<'a>(recall: &'a Value, summary: &str) -> &'a Value {
+    recall["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .find(|h| h["event"]["summary"] == summary)
+        .unwrap_or_else(|| panic!("{summary:?} not recalled: {recall}"))
+}
+
+fn part(hit: &Value, name: &str) -> f64 {
+    hit["scoreBreakdown"][name].as_f64().expect("number")
+}
+
+#[tokio::test]
+async fn breakdown_shows_lexical_actor_and_context_and_sums_to_score() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let rows = [
+        (
+            "Caroline",
+            "I signed up for a pottery class at the Zephyrine studio",
+            "2026-05-08T13:56:00Z",
+            "s1",
+        ),
+        (
+            "Melanie",
+            "That sounds lovely, what will you make first?",
+            "2026-05-08T13:56:01Z",
+            "s1",
+        ),
+        (
+            "Melanie",
+            "I went hiking in the mountains with my kids",
+            "2026-06-01T10:00:00Z",
+            "s2",
+        ),
+        (
+            "Caroline",
+            "The weather was terrible all week",
+            "2026-06-01T10:00:01Z",
+            "s2",
+        ),
+    ];
+    for (actor, summary, at, session) in rows {
+        app.write_ok(&key, turn(actor, summary, at, session)).await;
+    }
+    app.engine.refresh().await.expect("refresh");
+    let recall = app
+        .recall(
+            &key,
+            json!({"query": "Where does Caroline take Zephyrine lessons?", "limit": 4}),
+        )
+        .await;
+    let first = &recall["results"][0];
+    assert_eq!(
+        first["event"]["summary"],
+        "I signed up for a pottery class at the Zephyrine studio"
+    );
+    assert!(
+        part(first, "bm25") > 0.0 && part(first, "lexical") > 0.0,
+        "{first}"
+    );
+    assert!(part(first, "actor") > 0.0, "Caroline is named: {first}");
+    let reply = hit(&recall, "That sounds lovely, what will you make first?");
+    assert_eq!(part(reply, "actor"), 0.0, "Melanie is not named");
+    assert!(
+        part(reply, "context") > 0.0,
+        "its neighbour matches: {reply}"
+    );
+    let other = hit(&recall, "I went hiking in the mountains with my kids");
+    assert!(
+        part(reply, "context") > 2.0 * part(other, "context"),
+        "a neighbour of the match gains more than a turn of another session: {reply} {other}"
+    );
+    for h in recall["results"].as_array().expect("results") {
+        let sum: f64 = BREAKDOWN_PARTS.iter().map(|p| part(h, p)).sum();
+        assert!(
+            (sum - h["score"].as_f64().expect("score")).abs() < 1e-4,
+            "{h}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_event_lends_its_neighbours_no_relevance() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let matching = app
+        .write_ok(
+            &key,
+            turn(
+                "Ana",
+                "Our router firmware update bricked the office modem",
+                T0,
+                "chat-9",
+            ),
+        )
+        .await;
+    app.write_ok(
+        &key,
+        turn(
+            "Ben",
+            "Oh no, that is annoying",
+            "2026-05-08T13:56:05Z",
+            "chat-9",
+        ),
+    )
+    .await;
+    app.engine.refresh().await.expect("refresh");
+    let query = json!({"query": "router firmware bricked modem", "limit": 5});
+    let before = app.recall(&key, query.clone()).await;
+    let reply = hit(&before, "Oh no, that is annoying");
+    assert!(part(reply, "context") > 0.0, "{reply}");
+
+    let (status, _) = app
+        .call(
+            "DELETE",
+            &format!("/v1/events/{matching}"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "delete: {status}");
+    let after = app.recall(&key, query).await;
+    let reply = hit(&after, "Oh no, that is annoying");
+    assert_eq!(part(reply, "context"), 0.0, "{reply}");
+    assert_eq!(part(reply, "lexical"), 0.0, "{reply}");
+}
