@@ -24,8 +24,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use time::{Date, Month, PrimitiveDateTime, Time};
 
-use super::metrics::{Accumulator, GroupReport, OVERALL};
-use super::{render_arms, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+use super::metrics::{GroupReport, OVERALL};
+use super::{
+    render_arms, score_all, secs, ArmReport, ConfigReport, Doc, Harness, Query, WallTimes,
+};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [5, 10, 25, 50];
@@ -48,10 +50,8 @@ pub struct Options {
     pub conversations: Option<usize>,
     /// The models directory.
     pub model_dir: PathBuf,
-    /// Also score the hybrid (dense + BM25) ranking.
-    pub hybrid: bool,
-    /// Rank by cosine alone (diagnostic; the headline uses the default ranking).
-    pub relevance_only: bool,
+    /// Also score the ablation arms.
+    pub ablation: bool,
 }
 
 /// Dataset counts of a run.
@@ -86,14 +86,11 @@ pub struct Report {
     pub config: ConfigReport,
     /// Dataset counts.
     pub counts: Counts,
-    /// Dense recall through the engine, per group (`overall` and category names).
-    pub dense: BTreeMap<String, GroupReport>,
-    /// BM25 alone (with `--hybrid`, the ablation's third arm), per group.
+    /// Recall through the engine with its default ranking, per group (`overall` and category names).
+    pub ranking: BTreeMap<String, GroupReport>,
+    /// The ablation arms (with `--ablation`), in order.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lexical: Option<BTreeMap<String, GroupReport>>,
-    /// The hybrid ranking (with `--hybrid`), per group.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hybrid: Option<BTreeMap<String, GroupReport>>,
+    pub ablation: Option<Vec<ArmReport>>,
     /// Wall times in seconds.
     pub wall_seconds: WallTimes,
 }
@@ -113,18 +110,19 @@ impl Report {
             self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
-        let arms = [
-            Some(&self.dense),
-            self.lexical.as_ref(),
-            self.hybrid.as_ref(),
-        ];
-        out.push_str(&render_arms(&self.config, arms, ordered_groups, &KS, &KS));
+        out.push_str(&render_arms(
+            &self.ranking,
+            self.ablation.as_deref(),
+            ordered_groups,
+            &KS,
+            &KS,
+        ));
         out
     }
 
-    /// Overall recall@k of the dense ranking (0..1), if `k` was scored.
-    pub fn dense_recall(&self, group: &str, k: usize) -> Option<f64> {
-        self.dense.get(group)?.recall.get(&k).copied()
+    /// Recall@k of the default ranking (0..1) in `group`, if `k` was scored.
+    pub fn recall(&self, group: &str, k: usize) -> Option<f64> {
+        self.ranking.get(group)?.recall.get(&k).copied()
     }
 }
 
@@ -359,12 +357,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         .max()
         .unwrap_or(0);
 
-    let harness = Harness::open(
-        &opts.model_dir,
-        max_summary,
-        opts.hybrid,
-        opts.relevance_only,
-    )?;
+    let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation)?;
     let setup = secs(started);
     let t = Instant::now();
     let ingest_embed = harness.ingest(&docs)?;
@@ -378,31 +371,20 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let ranked = harness.rank_all(&queries)?;
     let query = secs(t);
 
-    let mut dense = Accumulator::new(&KS);
-    let mut lexical = Accumulator::new(&KS);
-    let mut hybrid = Accumulator::new(&KS);
-    let mut counts = Counts {
+    let golds = convs
+        .iter()
+        .flat_map(|c| c.questions.iter())
+        .map(|(_, category, gold)| (*category, gold));
+    let scored = score_all(&KS, harness.arms(), golds, &ranked);
+    let counts = Counts {
         conversations: convs.len(),
         sessions: convs.iter().map(|c| c.sessions).sum(),
         turns: docs.len(),
         questions: queries.len(),
         dropped_evidence_ids: convs.iter().map(|c| c.dropped).sum(),
-        ..Counts::default()
+        scored: scored.scored,
+        skipped: scored.skipped,
     };
-    let golds = convs.iter().flat_map(|c| c.questions.iter());
-    for ((_, category, gold), r) in golds.zip(&ranked) {
-        if dense.add(*category, gold, &r.dense) {
-            counts.scored += 1;
-        } else {
-            counts.skipped += 1;
-        }
-        if let Some(l) = &r.lexical {
-            lexical.add(*category, gold, l);
-        }
-        if let Some(h) = &r.hybrid {
-            hybrid.add(*category, gold, h);
-        }
-    }
     let config = harness.config_report();
     harness.close();
     Ok(Report {
@@ -410,9 +392,8 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         path: opts.path.display().to_string(),
         config,
         counts,
-        dense: dense.report(),
-        lexical: opts.hybrid.then(|| lexical.report()),
-        hybrid: opts.hybrid.then(|| hybrid.report()),
+        ranking: scored.ranking,
+        ablation: scored.ablation,
         wall_seconds: WallTimes {
             setup,
             ingest,

@@ -21,8 +21,10 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::metrics::{Accumulator, GroupReport, OVERALL};
-use super::{render_arms, secs, ConfigReport, Doc, Harness, Query, WallTimes};
+use super::metrics::{GroupReport, OVERALL};
+use super::{
+    render_arms, score_all, secs, ArmReport, ConfigReport, Doc, Harness, Query, WallTimes,
+};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [1, 3, 5, 10];
@@ -34,10 +36,8 @@ pub struct Options {
     pub path: PathBuf,
     /// The models directory.
     pub model_dir: PathBuf,
-    /// Also score the hybrid (dense + BM25) ranking.
-    pub hybrid: bool,
-    /// Rank by cosine alone (diagnostic; the headline uses the default ranking).
-    pub relevance_only: bool,
+    /// Also score the ablation arms.
+    pub ablation: bool,
 }
 
 /// Dataset counts of a run.
@@ -68,14 +68,11 @@ pub struct Report {
     pub config: ConfigReport,
     /// Dataset counts.
     pub counts: Counts,
-    /// Dense recall through the engine, per group (`overall` and `user-<id>`).
-    pub dense: BTreeMap<String, GroupReport>,
-    /// BM25 alone (with `--hybrid`, the ablation's third arm), per group.
+    /// Recall through the engine with its default ranking, per group (`overall` and `user-<id>`).
+    pub ranking: BTreeMap<String, GroupReport>,
+    /// The ablation arms (with `--ablation`), in order.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lexical: Option<BTreeMap<String, GroupReport>>,
-    /// The hybrid ranking (with `--hybrid`), per group.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hybrid: Option<BTreeMap<String, GroupReport>>,
+    pub ablation: Option<Vec<ArmReport>>,
     /// Wall times in seconds.
     pub wall_seconds: WallTimes,
 }
@@ -94,14 +91,9 @@ impl Report {
             self.wall_seconds.ingest_embed,
             self.wall_seconds.query,
         );
-        let arms = [
-            Some(&self.dense),
-            self.lexical.as_ref(),
-            self.hybrid.as_ref(),
-        ];
         out.push_str(&render_arms(
-            &self.config,
-            arms,
+            &self.ranking,
+            self.ablation.as_deref(),
             overall_first,
             &KS,
             &[5, 10],
@@ -252,12 +244,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     }
     counts.dialogues = queries.len();
 
-    let harness = Harness::open(
-        &opts.model_dir,
-        max_summary,
-        opts.hybrid,
-        opts.relevance_only,
-    )?;
+    let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation)?;
     let setup = secs(started);
     let t = Instant::now();
     let ingest_embed = harness.ingest(&docs)?;
@@ -266,22 +253,14 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let ranked = harness.rank_all(&queries)?;
     let query = secs(t);
 
-    let mut dense = Accumulator::new(&KS);
-    let mut lexical = Accumulator::new(&KS);
-    let mut hybrid = Accumulator::new(&KS);
-    for ((group, gold), r) in golds.iter().zip(&ranked) {
-        if dense.add(Some(group), gold, &r.dense) {
-            counts.scored += 1;
-        } else {
-            counts.skipped += 1;
-        }
-        if let Some(l) = &r.lexical {
-            lexical.add(Some(group), gold, l);
-        }
-        if let Some(h) = &r.hybrid {
-            hybrid.add(Some(group), gold, h);
-        }
-    }
+    let scored = score_all(
+        &KS,
+        harness.arms(),
+        golds.iter().map(|(g, gold)| (Some(g.as_str()), gold)),
+        &ranked,
+    );
+    counts.scored = scored.scored;
+    counts.skipped = scored.skipped;
     let config = harness.config_report();
     harness.close();
     Ok(Report {
@@ -289,9 +268,8 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         path: opts.path.display().to_string(),
         config,
         counts,
-        dense: dense.report(),
-        lexical: opts.hybrid.then(|| lexical.report()),
-        hybrid: opts.hybrid.then(|| hybrid.report()),
+        ranking: scored.ranking,
+        ablation: scored.ablation,
         wall_seconds: WallTimes {
             setup,
             ingest,

@@ -160,28 +160,6 @@ impl Accumulator {
     }
 }
 
-/// Reciprocal rank fusion: each list contributes `1 / (c + rank)` (rank 1-based) to the
-/// ids it holds; ties break by the id, so the result is deterministic. Returns the fused
-/// ids, best first, at most `k`.
-pub fn reciprocal_rank_fusion(lists: &[&[String]], c: f64, k: usize) -> Vec<String> {
-    let mut scores: BTreeMap<&str, f64> = BTreeMap::new();
-    for list in lists {
-        let mut seen: HashSet<&str> = HashSet::new();
-        for (i, id) in list.iter().enumerate() {
-            if seen.insert(id.as_str()) {
-                *scores.entry(id.as_str()).or_insert(0.0) += 1.0 / (c + (i + 1) as f64);
-            }
-        }
-    }
-    let mut fused: Vec<(&str, f64)> = scores.into_iter().collect();
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    fused
-        .into_iter()
-        .take(k)
-        .map(|(id, _)| id.to_string())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,15 +194,5 @@ mod tests {
         assert_eq!(r[OVERALL].recall[&1], 0.5);
         assert_eq!(r["x"].recall[&1], 1.0);
         assert_eq!(r["y"].recall[&1], 0.0);
-    }
-
-    #[test]
-    fn rrf_rewards_agreement_and_breaks_ties_by_id() {
-        let a = list(&["x", "y", "z"]);
-        let b = list(&["y", "w"]);
-        let fused = reciprocal_rank_fusion(&[&a, &b], 60.0, 10);
-        assert_eq!(fused[0], "y");
-        let tie = reciprocal_rank_fusion(&[&list(&["q"]), &list(&["p"])], 60.0, 10);
-        assert_eq!(tie, list(&["p", "q"]));
     }
 }

@@ -9,13 +9,12 @@
 //!
 //! Invariants:
 //! - one engine configuration for every dataset: [`EngineConfig::new`] defaults (ranking
-//!   weights included, so recency favours later events because questions are asked "now");
-//!   nothing is tuned per dataset (`--relevance-only` is a labelled diagnostic that ranks by
-//!   cosine alone to measure that bias, never the headline);
+//!   weights and signals included); nothing is tuned per dataset or per question. The
+//!   headline is always the default ranking; `--ablation` adds arms that switch signals off
+//!   ([`ablation_arms`]) on the same ingested data, to show what each one gains;
 //! - every question is scoped to its own tenant (one tenant per conversation or user);
-//! - runs are deterministic: inputs are processed in file order, embeddings are exact, every
-//!   tenant is small enough for exact scoring, and fusion breaks ties by id; only wall times
-//!   vary between runs;
+//! - runs are deterministic: inputs are processed in file order, embeddings are exact and
+//!   recall is exact; only wall times vary between runs;
 //! - the temporary data directory is removed when the run ends, successful or not.
 
 pub mod locomo;
@@ -36,14 +35,11 @@ use tokio::task::JoinSet;
 use crate::auth::TenantGrant;
 use crate::embed::{Embedder, FastEmbedder};
 use crate::engine::{Engine, EngineConfig};
+use crate::rank::RankConfig;
 use crate::retrieve::{RecallRequest, Scope};
 
-/// Hits requested from dense recall per question (the largest cut-off scored is 50).
-pub const DENSE_DEPTH: usize = 50;
-/// Depth of each list fused by the hybrid ranking.
-pub const FUSION_DEPTH: usize = 100;
-/// Reciprocal rank fusion constant (the customary 60).
-pub const RRF_C: f64 = 60.0;
+/// Hits requested from recall per question (the largest cut-off scored is 50).
+pub const DEPTH: usize = 50;
 /// Key id recorded on every eval write.
 const EVAL_ACTOR: &str = "eval";
 
@@ -156,13 +152,10 @@ pub struct CommonArgs {
     /// The models directory (manifest.json and files/).
     #[arg(long, default_value = "models")]
     pub model_dir: PathBuf,
-    /// Also score a hybrid ranking: dense recall fused with BM25 by reciprocal rank fusion.
+    /// Also score the ablation arms (dense alone, BM25 alone, dense + BM25, + actor names)
+    /// next to the default ranking, on the same ingested data.
     #[arg(long)]
-    pub hybrid: bool,
-    /// Diagnostic only, not the headline: rank by cosine alone (weights 1,0,0,0), to measure
-    /// what the recency/trust/confidence priors of the default ranking cost or gain.
-    #[arg(long)]
-    pub relevance_only: bool,
+    pub ablation: bool,
 }
 
 /// `episodic eval locomo` arguments.
@@ -200,8 +193,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 path: a.path,
                 conversations: a.conversations,
                 model_dir: a.common.model_dir.clone(),
-                hybrid: a.common.hybrid,
-                relevance_only: a.common.relevance_only,
+                ablation: a.common.ablation,
             };
             let report = locomo::evaluate(&opts)?;
             print!("{}", report.table());
@@ -211,8 +203,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             let opts = madial::Options {
                 path: a.path,
                 model_dir: a.common.model_dir.clone(),
-                hybrid: a.common.hybrid,
-                relevance_only: a.common.relevance_only,
+                ablation: a.common.ablation,
             };
             let report = madial::evaluate(&opts)?;
             print!("{}", report.table());
@@ -247,16 +238,113 @@ pub struct Query {
     pub text: String,
 }
 
-/// Ranked event ids for one query.
+/// Ranked event ids for one query, best first (at most [`DEPTH`] each).
 #[derive(Debug, Clone, Default)]
 pub struct Ranked {
-    /// Dense recall through the engine, best first (at most [`DENSE_DEPTH`]).
-    pub dense: Vec<String>,
-    /// BM25 alone (only with `--hybrid`, as the ablation's third arm), best first (at most
-    /// [`DENSE_DEPTH`]).
-    pub lexical: Option<Vec<String>>,
-    /// Dense fused with BM25 (only with `--hybrid`), best first (at most [`DENSE_DEPTH`]).
-    pub hybrid: Option<Vec<String>>,
+    /// Recall through the engine with its default ranking.
+    pub ranking: Vec<String>,
+    /// The same recall under each ablation arm (empty without `--ablation`).
+    pub arms: Vec<Vec<String>>,
+}
+
+/// An ablation arm: a name and the ranking it uses.
+#[derive(Debug, Clone)]
+pub struct Arm {
+    /// Short name (the report's key).
+    pub name: &'static str,
+    /// The ranking configuration of this arm.
+    pub rank: RankConfig,
+}
+
+/// The ablation arms derived from `base` (the default ranking is the headline, not an arm):
+/// each switches signals off, everything else (priors included) unchanged.
+pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
+    let off = |lexical_share: f32, actor: bool| RankConfig {
+        lexical_share,
+        context_weight: 0.0,
+        actor_boost: if actor { base.actor_boost } else { 0.0 },
+        ..base.clone()
+    };
+    vec![
+        Arm {
+            name: "dense",
+            rank: off(0.0, false),
+        },
+        Arm {
+            name: "bm25",
+            rank: off(1.0, false),
+        },
+        Arm {
+            name: "dense+bm25",
+            rank: off(base.lexical_share, false),
+        },
+        Arm {
+            name: "dense+bm25+actor",
+            rank: off(base.lexical_share, true),
+        },
+    ]
+}
+
+/// One ablation arm's figures.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmReport {
+    /// The arm's name.
+    pub name: String,
+    /// Recall per group.
+    pub groups: std::collections::BTreeMap<String, metrics::GroupReport>,
+}
+
+/// Scores the default ranking and every arm of `ranked` against `golds` (group, gold set)
+/// in order. Returns the default ranking's groups, the arms' reports (`None` without arms),
+/// and how many queries were scored and skipped.
+pub fn score_all<'a>(
+    ks: &[usize],
+    arms: &[Arm],
+    golds: impl Iterator<Item = (Option<&'a str>, &'a std::collections::HashSet<String>)>,
+    ranked: &[Ranked],
+) -> Scored {
+    let mut main = metrics::Accumulator::new(ks);
+    let mut per_arm: Vec<metrics::Accumulator> =
+        arms.iter().map(|_| metrics::Accumulator::new(ks)).collect();
+    let (mut scored, mut skipped) = (0, 0);
+    for ((group, gold), r) in golds.zip(ranked) {
+        if main.add(group, gold, &r.ranking) {
+            scored += 1;
+        } else {
+            skipped += 1;
+        }
+        for (acc, list) in per_arm.iter_mut().zip(&r.arms) {
+            acc.add(group, gold, list);
+        }
+    }
+    Scored {
+        ranking: main.report(),
+        ablation: (!arms.is_empty()).then(|| {
+            arms.iter()
+                .zip(&per_arm)
+                .map(|(arm, acc)| ArmReport {
+                    name: arm.name.to_string(),
+                    groups: acc.report(),
+                })
+                .collect()
+        }),
+        scored,
+        skipped,
+    }
+}
+
+/// What [`score_all`] returns.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    /// The default ranking, per group.
+    pub ranking: std::collections::BTreeMap<String, metrics::GroupReport>,
+    /// Each arm, in [`ablation_arms`] order (with `--ablation`).
+    pub ablation: Option<Vec<ArmReport>>,
+    /// Queries scored.
+    pub scored: usize,
+    /// Queries without gold ids.
+    pub skipped: usize,
 }
 
 /// Wall times of a run, in seconds.
@@ -285,16 +373,18 @@ pub struct ConfigReport {
     pub rank_weights: [f64; 4],
     /// Recency half-life in days.
     pub recency_half_life_days: f64,
-    /// Whether ranking used cosine alone (the `--relevance-only` diagnostic).
-    pub relevance_only: bool,
-    /// Hits requested per dense recall.
-    pub dense_depth: usize,
-    /// Whether the hybrid ranking was scored too.
-    pub hybrid: bool,
-    /// Depth of each fused list (hybrid only).
-    pub fusion_depth: usize,
-    /// Reciprocal rank fusion constant (hybrid only).
-    pub rrf_c: f64,
+    /// Share of the match from BM25.
+    pub lexical_share: f64,
+    /// Weight of the episode neighbours' match.
+    pub context_weight: f64,
+    /// Bonus when the query names the actor.
+    pub actor_boost: f64,
+    /// Episode gap in minutes.
+    pub episode_gap_minutes: f64,
+    /// Hits requested per recall.
+    pub depth: usize,
+    /// The ablation arms scored (empty without `--ablation`).
+    pub ablation_arms: Vec<String>,
 }
 
 /// Removes a directory tree when dropped.
@@ -324,8 +414,7 @@ impl Drop for TempDir {
 pub struct Harness {
     engine: Engine,
     embedder: Arc<FastEmbedder>,
-    hybrid: bool,
-    relevance_only: bool,
+    arms: Vec<Arm>,
     runtime: tokio::runtime::Runtime,
     _dir: TempDir,
 }
@@ -333,12 +422,11 @@ pub struct Harness {
 impl Harness {
     /// Loads the model from `model_dir` and opens an engine with the default configuration
     /// (summaries up to `max_summary_bytes`, raised from the default only when needed).
-    /// With `relevance_only`, ranking uses cosine alone (a diagnostic, not the headline).
+    /// With `ablation`, every query is also ranked under each [`ablation_arms`] arm.
     pub fn open(
         model_dir: &Path,
         max_summary_bytes: usize,
-        hybrid: bool,
-        relevance_only: bool,
+        ablation: bool,
     ) -> anyhow::Result<Self> {
         let dir = TempDir::new()?;
         let embedder = Arc::new(
@@ -347,14 +435,11 @@ impl Harness {
         );
         let mut config = EngineConfig::new(dir.0.clone());
         config.limits.max_summary_bytes = config.limits.max_summary_bytes.max(max_summary_bytes);
-        if relevance_only {
-            config.rank.weights = crate::rank::Weights {
-                relevance: 1.0,
-                recency: 0.0,
-                trust: 0.0,
-                confidence: 0.0,
-            };
-        }
+        let arms = if ablation {
+            ablation_arms(&config.rank)
+        } else {
+            Vec::new()
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -367,26 +452,31 @@ impl Harness {
         Ok(Harness {
             engine,
             embedder,
-            hybrid,
-            relevance_only,
+            arms,
             runtime,
             _dir: dir,
         })
     }
 
+    /// The ablation arms every query is also ranked under.
+    pub fn arms(&self) -> &[Arm] {
+        &self.arms
+    }
+
     /// The settings this harness evaluates with.
     pub fn config_report(&self) -> ConfigReport {
-        let c = self.engine.config();
-        let w = c.rank.weights;
+        let r = &self.engine.config().rank;
+        let w = r.weights;
         ConfigReport {
             model: self.embedder.model_id().to_string(),
             rank_weights: [w.relevance, w.recency, w.trust, w.confidence].map(round4),
-            recency_half_life_days: c.rank.half_life_days,
-            relevance_only: self.relevance_only,
-            dense_depth: DENSE_DEPTH,
-            hybrid: self.hybrid,
-            fusion_depth: FUSION_DEPTH,
-            rrf_c: RRF_C,
+            recency_half_life_days: r.half_life_days,
+            lexical_share: round4(r.lexical_share),
+            context_weight: round4(r.context_weight),
+            actor_boost: round4(r.actor_boost),
+            episode_gap_minutes: r.episode_gap_ms as f64 / 60_000.0,
+            depth: DEPTH,
+            ablation_arms: self.arms.iter().map(|a| a.name.to_string()).collect(),
         }
     }
 
@@ -449,8 +539,8 @@ impl Harness {
             .context("embedding")
     }
 
-    /// Answers every query scoped to its tenant: dense recall through the engine and, with
-    /// hybrid enabled, the fusion of dense and BM25 rankings.
+    /// Answers every query scoped to its tenant through the engine's recall: the default
+    /// ranking and, with arms, each arm's.
     pub fn rank_all(&self, queries: &[Query]) -> anyhow::Result<Vec<Ranked>> {
         let vectors = self.embed(queries.iter().map(|q| q.text.clone()).collect())?;
         queries
@@ -462,46 +552,28 @@ impl Harness {
 
     fn rank_one(&self, q: &Query, vector: &[f32]) -> anyhow::Result<Ranked> {
         let grant = TenantGrant::internal(&q.tenant, EVAL_ACTOR);
-        let depth = if self.hybrid {
-            FUSION_DEPTH
-        } else {
-            DENSE_DEPTH
-        };
         let req = RecallRequest {
             query: q.text.clone(),
             scope: Scope::default(),
-            limit: depth,
+            limit: DEPTH,
             include_superseded: false,
             include_stale: false,
             as_of: None,
         };
-        let resp = self
-            .engine
-            .recall_with_vector(&grant, &req, vector)
-            .map_err(|p| anyhow::anyhow!("recall for tenant {}: {p}", q.tenant))?;
-        let dense_full: Vec<String> = resp.results.into_iter().map(|h| h.event.event_id).collect();
-        let (lexical, hybrid) = if self.hybrid {
-            let lexical: Vec<String> = self
+        let recall = |rank: &RankConfig| -> anyhow::Result<Vec<String>> {
+            let resp = self
                 .engine
-                .lexical(&grant, &q.text, FUSION_DEPTH)
-                .map_err(|p| anyhow::anyhow!("lexical search for tenant {}: {p}", q.tenant))?
-                .into_iter()
-                .map(|(id, _)| id)
-                .collect();
-            let fused =
-                metrics::reciprocal_rank_fusion(&[&dense_full, &lexical], RRF_C, DENSE_DEPTH);
-            let mut lexical = lexical;
-            lexical.truncate(DENSE_DEPTH);
-            (Some(lexical), Some(fused))
-        } else {
-            (None, None)
+                .recall_ranked(&grant, &req, vector, rank)
+                .map_err(|p| anyhow::anyhow!("recall for tenant {}: {p}", q.tenant))?;
+            Ok(resp.results.into_iter().map(|h| h.event.event_id).collect())
         };
-        let mut dense = dense_full;
-        dense.truncate(DENSE_DEPTH);
         Ok(Ranked {
-            dense,
-            lexical,
-            hybrid,
+            ranking: recall(&self.engine.config().rank)?,
+            arms: self
+                .arms
+                .iter()
+                .map(|a| recall(&a.rank))
+                .collect::<anyhow::Result<_>>()?,
         })
     }
 
@@ -525,41 +597,33 @@ fn round4(x: f32) -> f64 {
     (f64::from(x) * 1e4).round() / 1e4
 }
 
-/// The title of the dense section of a table.
-fn dense_title(config: &ConfigReport) -> &'static str {
-    if config.relevance_only {
-        "dense (engine recall, cosine only: --relevance-only diagnostic)"
-    } else {
-        "dense (engine recall, default ranking)"
-    }
-}
-
 /// Seconds since `t`.
 fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// Renders every arm present (dense, then BM25 alone and hybrid when run) as tables, with the
-/// groups of each arm ordered by `order`.
+/// Renders the default ranking and every ablation arm present as tables, with the groups
+/// of each ordered by `order`.
 pub(crate) fn render_arms<'a>(
-    config: &ConfigReport,
-    arms: [Option<&'a std::collections::BTreeMap<String, metrics::GroupReport>>; 3],
+    ranking: &'a std::collections::BTreeMap<String, metrics::GroupReport>,
+    ablation: Option<&'a [ArmReport]>,
     order: impl Fn(
         &'a std::collections::BTreeMap<String, metrics::GroupReport>,
     ) -> Vec<(String, &'a metrics::GroupReport)>,
     ks: &[usize],
     all_ks: &[usize],
 ) -> String {
-    let titles = [
-        dense_title(config),
-        "lexical (BM25 alone, ablation)",
-        "hybrid (dense + BM25, RRF)",
-    ];
-    titles
-        .iter()
-        .zip(arms)
-        .filter_map(|(title, groups)| groups.map(|g| render_table(title, &order(g), ks, all_ks)))
-        .collect()
+    let mut out = render_table(
+        "default ranking (dense + BM25 + actor names + episode context, with priors)",
+        &order(ranking),
+        ks,
+        all_ks,
+    );
+    for arm in ablation.unwrap_or_default() {
+        let title = format!("ablation arm: {}", arm.name);
+        out.push_str(&render_table(&title, &order(&arm.groups), ks, all_ks));
+    }
+    out
 }
 
 /// Renders a table: one row per group, one column per `(label, k)`.

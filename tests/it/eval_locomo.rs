@@ -1,6 +1,7 @@
 //! The LoCoMo eval on its first conversation (conv-26) with the real model: a regression
 //! floor on retrieval quality. Floors sit slightly below the measured figures (the run is
-//! deterministic), so a ranking or ingestion regression fails CI.
+//! deterministic), so a ranking or ingestion regression fails CI; the default ranking must also
+//! beat its dense-only ablation arm.
 
 use std::path::{Path, PathBuf};
 
@@ -30,8 +31,7 @@ fn locomo_first_conversation_meets_recall_floor() {
         path: locomo_path(),
         conversations: Some(1),
         model_dir: model_dir(),
-        hybrid: true,
-        relevance_only: false,
+        ablation: true,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);
@@ -39,22 +39,28 @@ fn locomo_first_conversation_meets_recall_floor() {
     assert_eq!(report.counts.questions, 199);
     assert_eq!(report.counts.scored, 197);
 
-    let dense = &report.dense[OVERALL].recall;
-    let floors = [(5, 0.17), (10, 0.26), (25, 0.45), (50, 0.57)];
+    let ranking = &report.ranking[OVERALL].recall;
+    let floors = [(5, 0.52), (10, 0.71), (25, 0.81), (50, 0.86)];
     for (k, floor) in floors {
         assert!(
-            dense[&k] >= floor,
-            "dense recall@{k} {:.3} fell below {floor}",
-            dense[&k]
+            ranking[&k] >= floor,
+            "recall@{k} {:.3} fell below {floor}",
+            ranking[&k]
         );
     }
-    let hybrid = &report.hybrid.as_ref().expect("hybrid requested")[OVERALL].recall;
-    let floors = [(5, 0.33), (10, 0.45), (25, 0.59), (50, 0.71)];
-    for (k, floor) in floors {
+    let arms = report.ablation.as_ref().expect("ablation requested");
+    let dense = &arms
+        .iter()
+        .find(|a| a.name == "dense")
+        .expect("dense arm")
+        .groups;
+    let dense = &dense[OVERALL].recall;
+    for k in [5, 10, 25, 50] {
         assert!(
-            hybrid[&k] >= floor,
-            "hybrid recall@{k} {:.3} fell below {floor}",
-            hybrid[&k]
+            ranking[&k] > dense[&k],
+            "the default ranking ({:.3}) must beat dense alone ({:.3}) at {k}",
+            ranking[&k],
+            dense[&k]
         );
     }
 }
