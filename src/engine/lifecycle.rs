@@ -410,8 +410,10 @@ impl Writer {
         }
         drop(table);
         let hnsw = HnswIndex::new(self.shared.hnsw.load().params());
-        let refs: Vec<(u32, &[f32])> = live.iter().map(|(d, v)| (*d, v.as_slice())).collect();
-        hnsw.insert_batch(&refs).map_err(|e| e.to_string())?;
+        if self.shared.hnsw_enabled {
+            let refs: Vec<(u32, &[f32])> = live.iter().map(|(d, v)| (*d, v.as_slice())).collect();
+            hnsw.insert_batch(&refs).map_err(|e| e.to_string())?;
+        }
         self.shared.vectors.store(Arc::new(store));
         self.shared.hnsw.store(Arc::new(hnsw));
         self.unsaved_hnsw = 1;

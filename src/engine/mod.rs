@@ -145,8 +145,12 @@ pub struct Shared {
     pub table: RwLock<Table>,
     /// All vectors, by internal id (swapped whole by compaction).
     pub vectors: ArcSwap<VectorStore>,
-    /// The HNSW graph over all vectors (swapped whole by compaction).
+    /// The HNSW graph over all vectors (swapped whole by compaction); empty unless
+    /// `hnsw_enabled`.
     pub hnsw: ArcSwap<HnswIndex>,
+    /// Whether the HNSW graph is maintained (approximate recall is on): otherwise no vector is
+    /// inserted, no snapshot is written and an old snapshot is removed at open.
+    pub hnsw_enabled: bool,
     /// The tantivy scope index.
     pub scope: ScopeIndex,
     /// Internal ids below this are committed in `scope`.
@@ -225,11 +229,13 @@ pub(crate) fn apply_put(
             .scope
             .add(&entry.scope_doc())
             .map_err(|e| e.to_string())?;
-        shared
-            .hnsw
-            .load()
-            .insert(doc, &put.vector)
-            .map_err(|e| e.to_string())?;
+        if shared.hnsw_enabled {
+            shared
+                .hnsw
+                .load()
+                .insert(doc, &put.vector)
+                .map_err(|e| e.to_string())?;
+        }
     }
     table.push(entry);
     Ok(())

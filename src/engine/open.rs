@@ -46,6 +46,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         table: RwLock::new(Table::new(config.stale)),
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
         hnsw: ArcSwap::from_pointee(HnswIndex::new(config.hnsw)),
+        hnsw_enabled: config.recall.approximate,
         scope,
         watermark: AtomicUsize::new(0),
         audit,
@@ -197,6 +198,17 @@ fn add_to_scope(shared: &Shared, doc: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Removes the HNSW snapshot of an earlier run with approximate recall: it would go stale
+/// (and keep vectors of events deleted meanwhile) while the graph is not maintained.
+fn remove_hnsw_snapshot(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing the unused hnsw snapshot {}", dir.display()))?;
+        tracing::info!(dir = %dir.display(), "approximate recall is off: removed the hnsw snapshot");
+    }
+    Ok(())
+}
+
 /// Loads the HNSW snapshot and inserts what it lacks, or rebuilds it from the stored vectors.
 /// The snapshot holds every vector logged up to its sequence, deleted or not (until compaction).
 fn attach_hnsw(
@@ -204,6 +216,9 @@ fn attach_hnsw(
     config: &EngineConfig,
     last_seq: Option<u64>,
 ) -> anyhow::Result<()> {
+    if !shared.hnsw_enabled {
+        return remove_hnsw_snapshot(&shared.paths.hnsw);
+    }
     let loaded = match HnswIndex::load(&shared.paths.hnsw, config.hnsw) {
         Ok(found) => found,
         Err(e) => {

@@ -487,6 +487,10 @@ impl Writer {
     }
 
     pub(super) fn save_hnsw(&mut self) {
+        if !self.shared.hnsw_enabled {
+            self.unsaved_hnsw = 0;
+            return;
+        }
         let last_seq = self.log.next_seq().saturating_sub(1);
         match self
             .shared

@@ -302,13 +302,9 @@ impl ScopeIndex {
         query: &str,
         k: usize,
     ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
-        let terms = self.text_terms(query)?;
-        if terms.is_empty() || k == 0 {
+        let Some(query) = self.text_in_scope(filter, query)?.filter(|_| k > 0) else {
             return Ok(Vec::new());
-        }
-        let text_query = any_of(terms, IndexRecordOption::WithFreqs);
-        let scope: Box<dyn Query> = Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0));
-        let query = BooleanQuery::new(vec![(Occur::Must, scope), (Occur::Must, text_query)]);
+        };
         let searcher = self.reader.searcher();
         let top = searcher
             .search(&query, &TopDocs::with_limit(k))
@@ -325,6 +321,41 @@ impl ScopeIndex {
             }
         }
         Ok(hits)
+    }
+
+    /// Documents in `filter` matching any term of `query`, scored by BM25 alone; `None` when
+    /// the query has no term.
+    fn text_in_scope(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Option<BooleanQuery>, ScopeIndexError> {
+        let terms = self.text_terms(query)?;
+        if terms.is_empty() {
+            return Ok(None);
+        }
+        let text_query = any_of(terms, IndexRecordOption::WithFreqs);
+        let scope: Box<dyn Query> = Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0));
+        Ok(Some(BooleanQuery::new(vec![
+            (Occur::Must, scope),
+            (Occur::Must, text_query),
+        ])))
+    }
+
+    /// BM25 score of every committed document matching `filter` and any term of `query`, as
+    /// `(internal id, score)` in no particular order (recall scores each candidate by it).
+    pub fn lexical_all(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        let Some(query) = self.text_in_scope(filter, query)? else {
+            return Ok(Vec::new());
+        };
+        self.reader
+            .searcher()
+            .search(&query, &ScoredIdsCollector)
+            .map_err(|e| self.err(e))
     }
 
     /// Number of committed, non-deleted documents.
@@ -498,6 +529,53 @@ fn read_payload(index: &Index, path: &str) -> Result<Option<u64>, ScopeIndexErro
 /// Internal id of a segment-local doc, if present and in `u32` range.
 fn internal_id(column: &Column<u64>, doc: DocId) -> Option<u32> {
     column.first(doc).and_then(|v| u32::try_from(v).ok())
+}
+
+/// Collects `(internal id, BM25 score)` of every matching doc, in no particular order.
+struct ScoredIdsCollector;
+
+/// Per-segment half of [`ScoredIdsCollector`].
+struct SegmentScoredIds {
+    column: Column<u64>,
+    hits: Vec<(u32, f32)>,
+}
+
+impl Collector for ScoredIdsCollector {
+    type Fruit = Vec<(u32, f32)>;
+    type Child = SegmentScoredIds;
+
+    fn for_segment(
+        &self,
+        _ordinal: SegmentOrdinal,
+        segment: &SegmentReader,
+    ) -> tantivy::Result<SegmentScoredIds> {
+        Ok(SegmentScoredIds {
+            column: segment.fast_fields().u64(DOC_FIELD)?,
+            hits: Vec::new(),
+        })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        true
+    }
+
+    fn merge_fruits(&self, fruits: Vec<Vec<(u32, f32)>>) -> tantivy::Result<Vec<(u32, f32)>> {
+        Ok(fruits.into_iter().flatten().collect())
+    }
+}
+
+impl SegmentCollector for SegmentScoredIds {
+    type Fruit = Vec<(u32, f32)>;
+
+    fn collect(&mut self, doc: DocId, score: Score) {
+        if let Some(id) = internal_id(&self.column, doc) {
+            self.hits.push((id, score));
+        }
+    }
+
+    fn harvest(self) -> Vec<(u32, f32)> {
+        self.hits
+    }
 }
 
 /// Collects the internal ids (from the `doc` fast field) of matching docs,
@@ -918,6 +996,24 @@ mod tests {
             .lexical(&tenant("t1"), "billing", 0)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn lexical_all_scores_every_match_as_top_k_does() {
+        let (_d, index) = text_fixture();
+        for (t, q) in [
+            ("t1", "billing"),
+            ("t1", "search ranking deploying"),
+            ("t2", "billing"),
+        ] {
+            let mut all = index.lexical_all(&tenant(t), q).unwrap();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut top = index.lexical(&tenant(t), q, 100).unwrap();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            assert_eq!(all, top, "{t} {q}");
+            assert!(!all.is_empty());
+        }
+        assert!(index.lexical_all(&tenant("t1"), "?!").unwrap().is_empty());
     }
 
     #[test]

@@ -329,7 +329,6 @@ pub fn recall_ranked(
         query,
         text: &req.query,
         filter: &filter,
-        scope_size: ids.len(),
         now_ms: now.unix_millis(),
     };
     let scoped = std::time::Instant::now();
@@ -353,9 +352,6 @@ struct RankCtx<'a> {
     text: &'a str,
     /// The scope, for the lexical search.
     filter: &'a ScopeFilter,
-    /// How many indexed events the scope holds (visible or not): the lexical search depth
-    /// that misses no visible match.
-    scope_size: usize,
     now_ms: i64,
 }
 
@@ -449,7 +445,7 @@ fn lexical_scores(ctx: &RankCtx<'_>, set: &[&Arc<Entry>]) -> Result<Vec<f32>, Pr
     let hits = ctx
         .shared
         .scope
-        .lexical(ctx.filter, ctx.text, ctx.scope_size)
+        .lexical_all(ctx.filter, ctx.text)
         .map_err(index_error)?;
     let by_doc: HashMap<u32, f32> = hits.into_iter().collect();
     for (slot, e) in out.iter_mut().zip(set) {

@@ -38,7 +38,9 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn open(dir: &Path) -> Result<anyhow::Result<Engine>, String> {
-    let cfg = EngineConfig::new(dir.to_path_buf());
+    let mut cfg = EngineConfig::new(dir.to_path_buf());
+    // The HNSW graph and its snapshot exist only with approximate recall.
+    cfg.recall.approximate = true;
     catch_unwind(AssertUnwindSafe(|| {
         Engine::open(cfg, Arc::new(HashingEmbedder::new()))
     }))

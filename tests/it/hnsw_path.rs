@@ -132,3 +132,36 @@ async fn recall_is_exact_by_default_and_hnsw_only_when_opted_in() {
     exact.shutdown().await;
     hnsw.shutdown().await;
 }
+
+#[tokio::test]
+async fn turning_approximate_recall_off_removes_the_graph_and_on_rebuilds_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let grant = TenantGrant::internal("acme", "test");
+    let mut rng = StdRng::seed_from_u64(5);
+    let centers: Vec<Vec<f32>> = vec![(0..384).map(|_| rng.gen_range(-1.0..1.0)).collect()];
+    let on = engine(dir.path(), true).await;
+    for i in 0..30 {
+        let body = json!({
+            "eventType": "task_milestone", "occurredAt": "2026-06-17T09:20:00Z", "actorId": "a",
+            "resourceRefs": [format!("r{i}")], "summary": format!("event {i}"), "sourceRefs": ["s"],
+            "sourceTrust": "tool_result", "confidence": "medium", "privacyClass": "internal",
+            "retention": {"deleteOnRequest": true}
+        });
+        on.write_embedded(&grant, &body, vector(&mut rng, &centers), false)
+            .await
+            .expect("write");
+    }
+    assert_eq!(on.stats().hnsw_len, 30);
+    on.shutdown().await;
+    let snapshot = dir.path().join("index").join("hnsw");
+    assert!(snapshot.exists(), "approximate recall keeps a snapshot");
+
+    let off = engine(dir.path(), false).await;
+    assert_eq!((off.stats().events, off.stats().hnsw_len), (30, 0));
+    off.shutdown().await;
+    assert!(!snapshot.exists(), "a graph nobody maintains is not kept");
+
+    let on = engine(dir.path(), true).await;
+    assert_eq!(on.stats().hnsw_len, 30, "rebuilt from the stored vectors");
+    on.shutdown().await;
+}
