@@ -84,7 +84,7 @@ fn event_body(i: usize, rng: &mut StdRng) -> serde_json::Value {
         "projectId": format!("project-{}", rng.gen_range(0..5)),
         "resourceRefs": [format!("res-{}", rng.gen_range(0..50))],
         "summary": format!("synthetic event {i}"),
-        "sourceRefs": [format!("bench-{i}")],
+        "sourceRefs": [format!("bench-session-{}", i / 20)],
         "sourceTrust": "tool_result",
         "confidence": "medium",
         "privacyClass": "internal",
@@ -166,7 +166,9 @@ fn bench_recall(c: &mut Criterion) {
         ];
         for (name, scope) in scopes {
             let req = RecallRequest {
-                query: "bench".into(),
+                // Every summary shares two words with it (BM25 scores every candidate) and it
+                // names one actor: the most work the lexical and actor signals can cost.
+                query: "synthetic event 4242 for actor-3".into(),
                 scope,
                 limit: 10,
                 include_superseded: false,
