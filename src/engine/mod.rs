@@ -14,7 +14,6 @@
 //!   whole in memory, so reads — each of which is audited — do not grow memory.
 
 mod export;
-mod lexical;
 mod lifecycle;
 mod observe;
 mod open;
@@ -620,11 +619,6 @@ impl Engine {
         let ids = page.events.iter().map(|e| e.event_id.clone()).collect();
         self.audit(read_audit(grant, "timeline", ids, detail));
         Ok(page)
-    }
-
-    /// Whether an event's status makes it visible to recall and timeline by default.
-    pub fn is_default_visible(status: EventStatus) -> bool {
-        status == EventStatus::Active
     }
 
     /// Sends a command built around a reply channel and awaits the writer's answer.

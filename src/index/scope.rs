@@ -33,7 +33,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tantivy::collector::{Collector, Count, SegmentCollector, TopDocs};
+use tantivy::collector::{Collector, Count, SegmentCollector};
 use tantivy::columnar::Column;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
@@ -291,7 +291,7 @@ impl ScopeIndex {
     }
 
     /// BM25 lexical search of `query` restricted to `filter` (a required,
-    /// non-scoring clause); the top `k` `(doc, score)` pairs, best first.
+    /// non-scoring clause); the top `k` `(doc, score)` pairs, best first (ties by id).
     ///
     /// The query is tokenised with the text field's analyzer and never parsed
     /// as a query language, so punctuation and operators cannot fail. A query
@@ -302,24 +302,16 @@ impl ScopeIndex {
         query: &str,
         k: usize,
     ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
-        let Some(query) = self.text_in_scope(filter, query)?.filter(|_| k > 0) else {
+        if k == 0 {
             return Ok(Vec::new());
-        };
-        let searcher = self.reader.searcher();
-        let top = searcher
-            .search(&query, &TopDocs::with_limit(k))
-            .map_err(|e| self.err(e))?;
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let segment = searcher.segment_reader(address.segment_ord);
-            let column = segment
-                .fast_fields()
-                .u64(DOC_FIELD)
-                .map_err(|e| self.err(e))?;
-            if let Some(doc) = internal_id(&column, address.doc_id) {
-                hits.push((doc, score));
-            }
         }
+        let mut hits = self.lexical_all(filter, query)?;
+        let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if hits.len() > k {
+            hits.select_nth_unstable_by(k - 1, best_first);
+            hits.truncate(k);
+        }
+        hits.sort_unstable_by(best_first);
         Ok(hits)
     }
 

@@ -162,22 +162,6 @@ impl RankConfig {
         self.confidence_values[i]
     }
 
-    /// The score contributed by everything but relevance.
-    pub fn prior_score(&self, prior: &Prior, now_ms: i64) -> f32 {
-        let w = &self.weights;
-        w.recency * self.recency(prior.occurred_ms, now_ms)
-            + w.trust * self.trust_value(prior.trust)
-            + w.confidence * self.confidence_value(prior.confidence)
-    }
-
-    /// An upper bound on `prior_score` for any event.
-    pub fn max_prior_score(&self) -> f32 {
-        let w = &self.weights;
-        let max_trust = self.trust_values.iter().copied().fold(0.0, f32::max);
-        let max_conf = self.confidence_values.iter().copied().fold(0.0, f32::max);
-        w.recency + w.trust * max_trust + w.confidence * max_conf
-    }
-
     /// The event's own match in [0, 1]: cosine and lexical mixed by `lexical_share`.
     pub fn matched(&self, cosine: f32, lexical: f32) -> f32 {
         (1.0 - self.lexical_share) * cosine.max(0.0) + self.lexical_share * lexical
@@ -242,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn breakdown_sums_to_score_and_bound_holds() {
+    fn breakdown_sums_to_score() {
         let cfg = RankConfig::default();
         let now = 1_000 * DAY;
         for (cos, days) in [(0.9f32, 0i64), (0.1, 50), (-0.3, 400)] {
@@ -259,7 +243,6 @@ mod tests {
             let parts = parts + b.recency + b.trust + b.confidence;
             assert!((b.score() - parts).abs() < 1e-6);
             assert!((b.score() - cfg.score(&sig, &p, now)).abs() < 1e-6);
-            assert!(cfg.prior_score(&p, now) <= cfg.max_prior_score() + 1e-6);
         }
     }
 

@@ -378,17 +378,15 @@ fn choose_and_rank(
     let use_hnsw = cfg.approximate
         && n > cfg.exact_max_candidates
         && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
-    if !use_hnsw || k == 0 {
-        let all: Vec<&Arc<Entry>> = entries.iter().collect();
-        return Ok((rank_set(ctx, &all, k)?, VectorPath::Exact));
-    }
-    match hnsw_set(ctx, cfg, entries, k)? {
-        Some(set) => Ok((rank_set(ctx, &set, k)?, VectorPath::Hnsw)),
-        None => {
-            let all: Vec<&Arc<Entry>> = entries.iter().collect();
-            Ok((rank_set(ctx, &all, k)?, VectorPath::HnswFallbackExact))
-        }
-    }
+    let (set, path) = match (use_hnsw && k > 0).then(|| hnsw_set(ctx, cfg, entries, k)) {
+        None => (None, VectorPath::Exact),
+        Some(found) => match found? {
+            Some(set) => (Some(set), VectorPath::Hnsw),
+            None => (None, VectorPath::HnswFallbackExact),
+        },
+    };
+    let set = set.unwrap_or_else(|| entries.iter().collect());
+    Ok((rank_set(ctx, &set, k)?, path))
 }
 
 /// Scores `set` (cosine via the vector store, BM25 via the scope index, actor names, episode
@@ -484,35 +482,37 @@ fn episode_context(rank: &RankConfig, set: &[&Arc<Entry>], matched: &[f32]) -> V
     for (p, &i) in order.iter().enumerate() {
         let before = p.checked_sub(1).map(|q| order[q]).filter(|&j| near(i, j));
         let after = order.get(p + 1).copied().filter(|&j| near(i, j));
-        let neighbours: Vec<f32> = before
+        let (sum, n) = before
             .into_iter()
             .chain(after)
-            .map(|j| matched[j])
-            .collect();
-        if !neighbours.is_empty() {
-            context[i] = neighbours.iter().sum::<f32>() / neighbours.len() as f32;
+            .fold((0.0, 0u8), |(sum, n), j| (sum + matched[j], n + 1));
+        if n > 0 {
+            context[i] = sum / f32::from(n);
         }
     }
     context
 }
 
-/// The words of a query, for recognising actors it names.
+/// The words of a query, lower-cased, for recognising actors it names.
 struct ActorNames {
-    words: std::collections::HashSet<String>,
+    words: Vec<String>,
 }
 
 impl ActorNames {
     fn new(query: &str) -> Self {
-        ActorNames {
-            words: words(query).collect(),
-        }
+        let mut words: Vec<String> = words(query).map(str::to_lowercase).collect();
+        words.sort_unstable();
+        words.dedup();
+        ActorNames { words }
     }
 
-    /// Whether every word of `actor_id` occurs in the query (case-insensitive).
+    /// Whether every word of `actor_id` occurs in the query (case-insensitive). Allocation
+    /// free: it runs once per candidate.
     fn names(&self, actor_id: &str) -> bool {
         let mut any = false;
         for w in words(actor_id) {
-            if !self.words.contains(&w) {
+            let lower = || w.chars().flat_map(char::to_lowercase);
+            if !self.words.iter().any(|q| q.chars().eq(lower())) {
                 return false;
             }
             any = true;
@@ -521,11 +521,10 @@ impl ActorNames {
     }
 }
 
-/// Lower-cased alphanumeric words.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+/// Alphanumeric words.
+fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
 }
 
 /// Filtered HNSW's nearest candidates plus the scope's best BM25 matches, or `None` when HNSW
