@@ -31,6 +31,8 @@
 //! `queries.f32` (Q×384), `grid.json` (rows with per-query filters, match counts and exact
 //! top 10), `figures.json` (the last standalone run's measurements).
 
+mod common;
+
 use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -49,6 +51,8 @@ use episodic::embed::HashingEmbedder;
 use episodic::engine::{Engine, EngineConfig, SubjectRule};
 use episodic::rank::Weights;
 use episodic::retrieve::{RecallRequest, Scope};
+
+use common::{dir_bytes, status_kib};
 
 const DIM: usize = 384;
 const CLUSTERS: usize = 100;
@@ -447,30 +451,7 @@ fn engine_config(dir: &Path) -> EngineConfig {
 
 /// `VmRSS` and `RssAnon` of this process, in KiB.
 fn rss_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("RssAnon:"))
-}
-
-/// Bytes of every file under `dir`.
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
+    (status_kib("self", "VmRSS"), status_kib("self", "RssAnon"))
 }
 
 /// Ingest with precomputed vectors through the engine's write path (validation, policy,

@@ -17,6 +17,8 @@
 //! -- scope/`. Temporary files go under `$CARGO_TARGET_DIR/tmp` (or `target/tmp`), which is
 //! on the same disk as the build, so `append` measures a real `fdatasync`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,8 @@ use episodic::index::vector::{exact_scores, top_k, HnswIndex, HnswParams, IdSet,
 use episodic::model::{Confidence, SourceTrust};
 use episodic::rank::{Prior, RankConfig, Signals};
 use episodic::store::log::Log;
+
+use common::status_kib;
 
 const DIM: usize = 384;
 const CLUSTERS: usize = 100;
@@ -196,14 +200,7 @@ fn build_scope(c: &Corpus, dir: &Path) -> ScopeIndex {
 
 /// This process's `VmRSS` in KiB (0 where unavailable).
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+    status_kib("self", "VmRSS")
 }
 
 /// Resident bytes per event added while `build` ran (allocator slack included).

@@ -25,6 +25,8 @@
 //! (`recall,write`), `HTTP_LOAD_PRELOAD`, `HTTP_LOAD_BIN`, `HTTP_LOAD_MODEL_DIR`,
 //! `HTTP_LOAD_OUT` (JSON path), `HTTP_LOAD_KEEP` (keep the data directory and print it).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -33,6 +35,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
+
+use common::{dir_bytes, status_kib};
 
 const TENANT: &str = "load";
 const ACTORS: usize = 20;
@@ -271,28 +275,7 @@ fn clock_ticks() -> f64 {
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
+    status_kib(&pid.to_string(), "VmRSS")
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
