@@ -1,5 +1,7 @@
 //! Start-up: replay the log into the table, bring each derived index up to the log's last
 //! sequence (catch-up or full rebuild), load the audit trail, then start the writer thread.
+//! Records are applied one at a time as the log is read, so memory at start-up stays what the
+//! table and vectors need, not a copy of the whole log.
 //!
 //! Invariants: an index whose recorded sequence is ahead of the log, whose contents disagree
 //! with the log, or which fails to open is discarded and rebuilt from the log; nothing here
@@ -31,17 +33,8 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     let paths = Paths::new(&config.data_dir);
     create_dirs(&paths)?;
     let dir_lock = lock_data_dir(&config.data_dir)?;
-    let (log, recovery) =
-        Log::open(&paths.log).with_context(|| format!("opening log {}", paths.log.display()))?;
-    if recovery.truncated_bytes > 0 {
-        tracing::warn!(
-            bytes = recovery.truncated_bytes,
-            "dropped a torn, unacknowledged log tail"
-        );
-    }
     let (audit_log, audit) = open_audit(&paths)?;
-    let last_seq = recovery.records.last().map(|r| r.seq);
-    let (scope, scope_seq) = open_scope(&paths, last_seq)?;
+    let (scope, scope_seq) = open_scope(&paths)?;
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::new(config.stale)),
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
@@ -52,7 +45,24 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         audit,
         paths: paths.clone(),
     });
-    replay(&shared, recovery.records, scope_seq)?;
+    // Records are applied as they are read: the log is never held in memory whole.
+    let (log, recovered) = Log::open_with(&paths.log, |rec| replay(&shared, rec, scope_seq))
+        .with_context(|| format!("opening log {}", paths.log.display()))?;
+    if recovered.truncated_bytes > 0 {
+        tracing::warn!(
+            bytes = recovered.truncated_bytes,
+            "dropped a torn, unacknowledged log tail"
+        );
+    }
+    let last_seq = recovered.last_seq;
+    if scope_seq > last_seq {
+        tracing::warn!(
+            ?scope_seq,
+            ?last_seq,
+            "scope index is ahead of the log; rebuilding"
+        );
+        rebuild_scope(&shared)?;
+    }
     attach_hnsw(&shared, &config, last_seq)?;
     let next_doc = shared.table.read().next_doc() as usize;
     shared
@@ -134,8 +144,9 @@ fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail)> {
     Ok((log, trail))
 }
 
-/// Opens the scope index, discarding it when unreadable or ahead of the log.
-fn open_scope(paths: &Paths, last_seq: Option<u64>) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
+/// Opens the scope index, discarding it when unreadable (an index ahead of the log is found
+/// after replay and rebuilt by [`rebuild_scope`]).
+fn open_scope(paths: &Paths) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
     // A damaged index must never stop start-up: a panic inside tantivy while opening it
     // is treated like any other unreadable index.
     let opened = std::panic::catch_unwind(|| ScopeIndex::open(&paths.scope)).unwrap_or_else(|_| {
@@ -145,12 +156,7 @@ fn open_scope(paths: &Paths, last_seq: Option<u64>) -> anyhow::Result<(ScopeInde
         })
     });
     match opened {
-        Ok((index, seq)) if seq <= last_seq || seq.is_none() => return Ok((index, seq)),
-        Ok((_, seq)) => tracing::warn!(
-            ?seq,
-            ?last_seq,
-            "scope index is ahead of the log; rebuilding"
-        ),
+        Ok(found) => return Ok(found),
         Err(e) => tracing::warn!(error = %e, "scope index unreadable; rebuilding from the log"),
     }
     std::fs::remove_dir_all(&paths.scope).ok();
@@ -159,33 +165,41 @@ fn open_scope(paths: &Paths, last_seq: Option<u64>) -> anyhow::Result<(ScopeInde
     Ok((index, None))
 }
 
-/// Replays records into the table and vectors; the scope index gets the docs it lacks.
-fn replay(shared: &Shared, records: Vec<LogRecord>, scope_seq: Option<u64>) -> anyhow::Result<()> {
-    for rec in records {
-        let needs_scope = scope_seq.is_none_or(|s| rec.seq > s);
-        let record = decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
-        match record {
-            Record::Put(put) => {
-                let doc = put.doc;
-                apply_put(shared, rec.seq, put, false).map_err(anyhow::Error::msg)?;
-                if needs_scope {
-                    add_to_scope(shared, doc)?;
-                }
+/// Replaces the scope index's contents with the table's live entries (the index recorded a
+/// sequence the log does not reach, so it may hold events the log lost).
+fn rebuild_scope(shared: &Shared) -> anyhow::Result<()> {
+    shared.scope.clear()?;
+    let table = shared.table.read();
+    for entry in table.live_from(0) {
+        shared.scope.add(&entry.scope_doc())?;
+    }
+    Ok(())
+}
+
+/// Applies one log record to the table and vectors; the scope index gets what it lacks
+/// (records after `scope_seq`).
+fn replay(shared: &Shared, rec: LogRecord, scope_seq: Option<u64>) -> anyhow::Result<()> {
+    let needs_scope = scope_seq.is_none_or(|s| rec.seq > s);
+    let record = decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+    match record {
+        Record::Put(put) => {
+            let doc = put.doc;
+            apply_put(shared, rec.seq, put, false).map_err(anyhow::Error::msg)?;
+            if needs_scope {
+                add_to_scope(shared, doc)?;
             }
-            Record::Delete(d) => {
-                for entry in apply_delete(shared, &d, false) {
-                    if needs_scope {
-                        shared.scope.delete(entry.doc)?;
-                    }
-                }
-            }
-            Record::Tombstone(t) => {
-                apply_tombstone(shared, rec.seq, t).map_err(anyhow::Error::msg)?
-            }
-            Record::Marker => {}
-            Record::Review(r) => apply_review(shared, &r, needs_scope),
-            Record::Requeue(r) => super::apply_requeue(shared, &r),
         }
+        Record::Delete(d) => {
+            for entry in apply_delete(shared, &d, false) {
+                if needs_scope {
+                    shared.scope.delete(entry.doc)?;
+                }
+            }
+        }
+        Record::Tombstone(t) => apply_tombstone(shared, rec.seq, t).map_err(anyhow::Error::msg)?,
+        Record::Marker => {}
+        Record::Review(r) => apply_review(shared, &r, needs_scope),
+        Record::Requeue(r) => super::apply_requeue(shared, &r),
     }
     Ok(())
 }

@@ -252,6 +252,17 @@ impl ScopeIndex {
         Ok(())
     }
 
+    /// Removes every document (visible after commit); documents added afterwards are kept.
+    pub fn clear(&self) -> Result<(), ScopeIndexError> {
+        let mut state = self.writer.lock();
+        state
+            .writer
+            .delete_all_documents()
+            .map_err(|e| self.err(e))?;
+        state.dirty = true;
+        Ok(())
+    }
+
     /// Commits with payload = `last_seq` (decimal string), then reloads the
     /// reader so searches see it. Returns when the commit is searchable.
     pub fn commit(&self, last_seq: u64) -> Result<(), ScopeIndexError> {

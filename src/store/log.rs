@@ -3,7 +3,9 @@
 //! Every other structure (indexes, caches, summaries) is derived from this
 //! file and can be rebuilt by replaying it. The log is owned by one writer
 //! thread through [`Log`]; readers that need a consistent view use the
-//! records handed back by [`Log::open`] or stream them with [`read_records`].
+//! records handed back by [`Log::open`], receive them one at a time from
+//! [`Log::open_with`] (start-up replay: no copy of the whole log in memory)
+//! or stream them read-only with [`read_records`].
 //!
 //! # On-disk format
 //!
@@ -57,6 +59,8 @@ use std::path::{Path, PathBuf};
 
 /// File header written at offset 0 of every log.
 pub const MAGIC: &[u8; 8] = b"EPILOG01";
+/// Read buffer of the start-up scan.
+const SCAN_BUFFER: usize = 1 << 20;
 /// Largest payload accepted on append or during recovery (64 MiB).
 pub const MAX_PAYLOAD: usize = 64 * 1024 * 1024;
 /// Seq assigned to the first record of a brand-new (or emptied) log.
@@ -118,6 +122,15 @@ pub struct Recovery {
     pub truncated_bytes: u64,
 }
 
+/// What [`Log::open_with`] found besides the records it handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    /// Seq of the last intact record (`None` for an empty log).
+    pub last_seq: Option<u64>,
+    /// Bytes cut off a torn tail (0 when the log was clean).
+    pub truncated_bytes: u64,
+}
+
 /// The single writer handle on a log file. Owned by one writer thread.
 #[derive(Debug)]
 pub struct Log {
@@ -132,15 +145,35 @@ pub struct Log {
 impl Log {
     /// Opens or creates the log; reads every intact record; truncates (and fsyncs) a torn tail.
     pub fn open(path: &Path) -> Result<(Log, Recovery), LogError> {
+        let mut records = Vec::new();
+        let (log, found) = Self::open_with(path, |r| {
+            records.push(r);
+            Ok::<(), LogError>(())
+        })?;
+        let recovery = Recovery {
+            records,
+            truncated_bytes: found.truncated_bytes,
+        };
+        Ok((log, recovery))
+    }
+
+    /// Like [`Log::open`], but hands each intact record to `visit` in log order as it is read
+    /// instead of keeping them all, so memory stays flat however long the log is. A torn tail
+    /// is cut off only after every record before it was visited; an error from `visit` or a
+    /// corrupt frame stops the open (records visited so far must then be discarded).
+    pub fn open_with<E: From<LogError>>(
+        path: &Path,
+        visit: impl FnMut(LogRecord) -> Result<(), E>,
+    ) -> Result<(Log, Recovered), E> {
         let created = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(path);
         match created {
-            Ok(file) => Self::init_fresh(path, file, 0),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::open_existing(path),
-            Err(e) => Err(io_err(path, e)),
+            Ok(file) => Ok(Self::init_fresh(path, file, 0)?),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::open_existing(path, visit),
+            Err(e) => Err(io_err(path, e).into()),
         }
     }
 
@@ -219,7 +252,7 @@ impl Log {
         sync_parent_dir(&self.path)
     }
 
-    fn init_fresh(path: &Path, file: File, dropped: u64) -> Result<(Log, Recovery), LogError> {
+    fn init_fresh(path: &Path, file: File, dropped: u64) -> Result<(Log, Recovered), LogError> {
         write_header(&file).map_err(|e| io_err(path, e))?;
         sync_parent_dir(path)?;
         let log = Log {
@@ -229,14 +262,17 @@ impl Log {
             next_seq: FIRST_SEQ,
             dirty_tail: false,
         };
-        let recovery = Recovery {
-            records: Vec::new(),
+        let found = Recovered {
+            last_seq: None,
             truncated_bytes: dropped,
         };
-        Ok((log, recovery))
+        Ok((log, found))
     }
 
-    fn open_existing(path: &Path) -> Result<(Log, Recovery), LogError> {
+    fn open_existing<E: From<LogError>>(
+        path: &Path,
+        visit: impl FnMut(LogRecord) -> Result<(), E>,
+    ) -> Result<(Log, Recovered), E> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -245,29 +281,26 @@ impl Log {
         let file_len = file.metadata().map_err(|e| io_err(path, e))?.len();
         if !check_header(&mut file, path, file_len)? {
             warn_truncate(path, 0, file_len);
-            return Self::init_fresh(path, file, file_len);
+            return Ok(Self::init_fresh(path, file, file_len)?);
         }
-        let (records, end) = scan_all(&file, path, file_len)?;
+        let (last_seq, end) = scan_all(&file, path, file_len, visit)?;
         if end < file_len {
             warn_truncate(path, end, file_len - end);
             file.set_len(end).map_err(|e| io_err(path, e))?;
             file.sync_all().map_err(|e| io_err(path, e))?;
         }
-        let next_seq = records
-            .last()
-            .map_or(FIRST_SEQ, |r| r.seq.saturating_add(1));
         let log = Log {
             file,
             path: path.to_path_buf(),
             len: end,
-            next_seq,
+            next_seq: last_seq.map_or(FIRST_SEQ, |s| s.saturating_add(1)),
             dirty_tail: false,
         };
-        let recovery = Recovery {
-            records,
+        let found = Recovered {
+            last_seq,
             truncated_bytes: file_len - end,
         };
-        Ok((log, recovery))
+        Ok((log, found))
     }
 
     fn assign_seqs(&self, n: usize) -> Result<Vec<u64>, LogError> {
@@ -479,19 +512,24 @@ impl<R: Read> Scanner<R> {
     }
 }
 
-/// Reads every intact record; returns them and the offset where intact data ends.
-fn scan_all(file: &File, path: &Path, file_len: u64) -> Result<(Vec<LogRecord>, u64), LogError> {
-    let mut reader = BufReader::new(file);
+/// Hands every intact record to `visit`; returns the last seq and the offset where intact
+/// data ends.
+fn scan_all<E: From<LogError>>(
+    file: &File,
+    path: &Path,
+    file_len: u64,
+    mut visit: impl FnMut(LogRecord) -> Result<(), E>,
+) -> Result<(Option<u64>, u64), E> {
+    let mut reader = BufReader::with_capacity(SCAN_BUFFER, file);
     reader
         .seek(SeekFrom::Start(HEADER_LEN))
         .map_err(|e| io_err(path, e))?;
     let mut scanner = Scanner::new(reader, path, file_len);
-    let mut records = Vec::new();
     loop {
         match scanner.step()? {
-            Step::Record(r) => records.push(r),
-            Step::End => return Ok((records, file_len)),
-            Step::Torn(at) => return Ok((records, at)),
+            Step::Record(r) => visit(r)?,
+            Step::End => return Ok((scanner.prev_seq, file_len)),
+            Step::Torn(at) => return Ok((scanner.prev_seq, at)),
         }
     }
 }
@@ -804,6 +842,48 @@ mod tests {
             assert_eq!(rec.truncated_bytes, 0);
             assert_eq!(rec.records[complete].payload, b"after");
         }
+    }
+
+    #[test]
+    fn open_with_visits_every_record_then_cuts_a_torn_tail() {
+        let (_d, path) = setup();
+        let data = payloads(5);
+        let (mut log, _) = Log::open(&path).unwrap();
+        log.append_batch(&refs(&data)).unwrap();
+        drop(log);
+        let full_len = std::fs::metadata(&path).unwrap().len();
+        let torn = full_len - 3;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(torn)
+            .unwrap();
+        // A visitor that fails stops the open and leaves the file as it was.
+        let mut seen = 0;
+        let err = Log::open_with(&path, |_| {
+            seen += 1;
+            if seen == 2 {
+                return Err(LogError::TooLarge { len: 0, max: 0 });
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(err, LogError::TooLarge { .. }));
+        assert_eq!(seen, 2);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), torn);
+        let mut visited = Vec::new();
+        let (log, found) = Log::open_with(&path, |r| {
+            visited.push((r.seq, r.payload));
+            Ok::<(), LogError>(())
+        })
+        .unwrap();
+        let want: Vec<(u64, Vec<u8>)> = (1..).zip(data[..4].iter().cloned()).collect();
+        assert_eq!(visited, want);
+        assert_eq!(found.last_seq, Some(4));
+        assert!(found.truncated_bytes > 0);
+        assert_eq!(log.next_seq(), 5);
+        assert_eq!(log.len_bytes(), torn - found.truncated_bytes);
     }
 
     #[test]

@@ -31,7 +31,6 @@ pub const CHUNK_VECTORS: usize = 4096;
 /// The open chunk being appended to.
 type Tail = Arc<RwLock<Vec<f32>>>;
 
-#[derive(Default)]
 struct Chunks {
     sealed: Vec<Arc<[f32]>>,
     tail: Tail,
@@ -57,9 +56,13 @@ impl std::fmt::Debug for VectorStore {
 impl VectorStore {
     /// Creates an empty store for vectors of `dim` components.
     pub fn new(dim: usize) -> Self {
+        let chunks = Chunks {
+            sealed: Vec::new(),
+            tail: new_tail(dim),
+        };
         Self {
             dim,
-            chunks: RwLock::new(Chunks::default()),
+            chunks: RwLock::new(chunks),
             len: AtomicUsize::new(0),
             append_lock: Mutex::new(()),
         }
@@ -101,7 +104,9 @@ impl VectorStore {
         let mut chunks = self.chunks.write();
         if chunks.sealed.len() < want_sealed {
             chunks.sealed.push(block);
-            chunks.tail = Tail::default();
+            let old = std::mem::replace(&mut chunks.tail, Tail::default());
+            drop(old_tail);
+            chunks.tail = reuse_tail(old, self.dim);
         }
     }
 
@@ -145,6 +150,25 @@ impl VectorStore {
             sealed: chunks.sealed.clone(),
             tail: Arc::clone(&chunks.tail),
         }
+    }
+}
+
+/// An empty tail with room for a whole chunk, so appends never reallocate it.
+fn new_tail(dim: usize) -> Tail {
+    Arc::new(RwLock::new(Vec::with_capacity(CHUNK_VECTORS * dim)))
+}
+
+/// The next tail after `old` was sealed: `old`'s buffer, emptied, when no snapshot still
+/// holds it (its memory is already mapped: a restart's replay then touches each vector's
+/// memory once, in its sealed chunk), else a fresh one.
+fn reuse_tail(old: Tail, dim: usize) -> Tail {
+    match Arc::try_unwrap(old) {
+        Ok(lock) => {
+            let mut buf = lock.into_inner();
+            buf.clear();
+            Arc::new(RwLock::new(buf))
+        }
+        Err(_) => new_tail(dim),
     }
 }
 
