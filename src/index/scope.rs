@@ -8,6 +8,11 @@
 //! # Invariants
 //! - Every query built by this module contains a required term on the tenant
 //!   field: no search can cross tenants, whatever the rest of the filter says.
+//! - Actor, project, type and resource terms are indexed qualified by the tenant
+//!   ([`qualified`]), so each posting list holds one tenant's events only: a
+//!   narrow filter costs what its own tenant holds, not what every tenant sharing
+//!   an actor or project name holds (at 1M events the unqualified lists made a
+//!   0.1% query walk 50k-doc postings).
 //! - Results are engine-assigned internal ids (`doc: u32`, read from the `doc`
 //!   fast field), never tantivy's segment-local `DocId`s. [`ScopeIndex::search`]
 //!   returns them sorted ascending and unique.
@@ -24,8 +29,9 @@
 //!   ([`ScopeIndex::merge_all`]) physically purges deleted events' text.
 //!
 //! Limitation inherited from tantivy: a single term longer than 65 530 bytes is
-//! not indexed, so a scope value (tenant, actor, ...) of that size never matches
-//! in `search` although `matches` would accept it.
+//! not indexed, so a scope value of that size (a tenant, or a tenant plus an
+//! actor, project, type or resource reference) never matches in `search`
+//! although `matches` would accept it.
 
 use std::fmt::Display;
 use std::ops::Bound;
@@ -122,6 +128,12 @@ fn index_error(path: &str, err: impl Display) -> ScopeIndexError {
     }
 }
 
+/// A scope value as indexed: prefixed by its tenant, length first so no tenant/value split
+/// can be read two ways.
+fn qualified(tenant: &str, value: &str) -> String {
+    format!("{}:{tenant}{value}", tenant.len())
+}
+
 /// Handles of the schema fields.
 #[derive(Debug, Clone, Copy)]
 struct Fields {
@@ -146,10 +158,12 @@ fn build_schema() -> (Schema, Fields) {
     let fields = Fields {
         doc: b.add_u64_field(DOC_FIELD, INDEXED | FAST | STORED),
         tenant: b.add_text_field("tenant", STRING),
-        actor: b.add_text_field("actor", STRING),
-        project: b.add_text_field("project", STRING),
-        event_type: b.add_text_field("event_type", STRING),
-        resource: b.add_text_field("resource", STRING),
+        // Field names differ from the unqualified layout's, so an index built with that
+        // layout fails to open against this schema and is rebuilt from the log.
+        actor: b.add_text_field("tenant_actor", STRING),
+        project: b.add_text_field("tenant_project", STRING),
+        event_type: b.add_text_field("tenant_event_type", STRING),
+        resource: b.add_text_field("tenant_resource", STRING),
         occurred_at: b.add_i64_field("occurred_at", INDEXED | FAST),
         text: b.add_text_field("text", text_options),
     };
@@ -409,14 +423,15 @@ impl ScopeIndex {
         let f = &self.fields;
         let mut d = TantivyDocument::default();
         d.add_u64(f.doc, u64::from(doc.doc));
-        d.add_text(f.tenant, doc.tenant);
-        d.add_text(f.actor, doc.actor);
+        let tenant = doc.tenant;
+        d.add_text(f.tenant, tenant);
+        d.add_text(f.actor, qualified(tenant, doc.actor));
         if let Some(project) = doc.project {
-            d.add_text(f.project, project);
+            d.add_text(f.project, qualified(tenant, project));
         }
-        d.add_text(f.event_type, doc.event_type);
+        d.add_text(f.event_type, qualified(tenant, doc.event_type));
         for resource in doc.resource_refs {
-            d.add_text(f.resource, resource);
+            d.add_text(f.resource, qualified(tenant, resource));
         }
         d.add_i64(f.occurred_at, doc.occurred_at_ms);
         d.add_text(f.text, doc.text);
@@ -445,7 +460,9 @@ impl ScopeIndex {
         ];
         for (field, values) in groups {
             if !values.is_empty() {
-                let terms = values.iter().map(|v| Term::from_field_text(field, v));
+                let terms = values
+                    .iter()
+                    .map(|v| Term::from_field_text(field, &qualified(&filter.tenant, v)));
                 clauses.push((
                     Occur::Must,
                     any_of(terms.collect(), IndexRecordOption::Basic),
