@@ -4,7 +4,8 @@
 //!
 //! Invariants: internal ids are assigned once, in log order, and never reused (compaction
 //! keeps them); `(tenant, eventId)` is unique and stays reserved after deletion (a tombstone),
-//! so a deleted event is never resurrected by a retry; a deleted event keeps no content in
+//! so a deleted event is never resurrected by a retry; each tenant gets a number once, never
+//! reused, and equal numbers mean equal tenant ids; a deleted event keeps no content in
 //! memory; entries are immutable `Arc`s replaced whole on a status change, so readers holding
 //! one see a consistent event.
 
@@ -36,6 +37,9 @@ pub struct Entry {
     pub decision: Decision,
     /// Index of its subject list (stale suppression), assigned by [`Table::push`].
     pub subject: Option<u32>,
+    /// Its tenant's number in the table ([`Table::tenant_number`]), assigned by
+    /// [`Table::push`]: equal numbers mean equal tenant ids.
+    pub tenant: u32,
 }
 
 impl Entry {
@@ -163,13 +167,20 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 #[derive(Debug, Default)]
 pub struct Table {
     slots: Vec<Slot>,
-    /// tenant → eventId → internal id (live or deleted).
-    by_id: Map<Box<str>, Map<Box<str>, u32>>,
+    /// tenant → its number and eventId → internal id (live or deleted).
+    by_id: Map<Box<str>, TenantIds>,
     subject_ids: Map<String, u32>,
     subjects: Vec<Vec<u32>>,
     expiring: Vec<u32>,
     rule: SubjectRule,
     live: usize,
+}
+
+/// One tenant's number and event ids.
+#[derive(Debug, Default)]
+struct TenantIds {
+    number: u32,
+    ids: Map<Box<str>, u32>,
 }
 
 /// The result of looking an event id up.
@@ -217,7 +228,7 @@ impl Table {
 
     /// Looks `(tenant, event_id)` up, live or deleted.
     pub fn lookup(&self, tenant: &str, event_id: &str) -> Lookup<'_> {
-        let Some(doc) = self.by_id.get(tenant).and_then(|ids| ids.get(event_id)) else {
+        let Some(doc) = self.by_id.get(tenant).and_then(|t| t.ids.get(event_id)) else {
             return Lookup::Missing;
         };
         match self.slots.get(*doc as usize) {
@@ -246,7 +257,7 @@ impl Table {
     /// Adds a live entry at its internal id.
     pub fn push(&mut self, mut entry: Entry) {
         let doc = entry.doc;
-        self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
+        entry.tenant = self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
             self.subjects[s as usize].push(doc);
@@ -258,13 +269,25 @@ impl Table {
         self.live += 1;
     }
 
-    /// Records `(tenant, event_id) → doc`, allocating the tenant key only for a new tenant.
-    fn index_id(&mut self, tenant: &str, event_id: &str, doc: u32) {
-        let ids = match self.by_id.get_mut(tenant) {
-            Some(ids) => ids,
-            None => self.by_id.entry(tenant.into()).or_default(),
+    /// Records `(tenant, event_id) → doc`, allocating the tenant key only for a new tenant;
+    /// returns the tenant's number.
+    fn index_id(&mut self, tenant: &str, event_id: &str, doc: u32) -> u32 {
+        let next = self.by_id.len() as u32;
+        let t = match self.by_id.get_mut(tenant) {
+            Some(t) => t,
+            None => self.by_id.entry(tenant.into()).or_insert(TenantIds {
+                number: next,
+                ids: Map::default(),
+            }),
         };
-        ids.insert(event_id.into(), doc);
+        t.ids.insert(event_id.into(), doc);
+        t.number
+    }
+
+    /// The number [`Table::push`] gave `tenant`'s entries (`None`: the table has never held
+    /// an event of that tenant). Numbers are never reused.
+    pub fn tenant_number(&self, tenant: &str) -> Option<u32> {
+        self.by_id.get(tenant).map(|t| t.number)
     }
 
     fn subject_id(&mut self, key: String) -> u32 {

@@ -27,7 +27,7 @@ use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
 use crate::index::vector::{dot, exact_scores, top_k, IdSet, VectorStore};
 use crate::model::{EventStatus, StoredEvent, Timestamp};
-use crate::rank::{Breakdown, RankConfig, Signals};
+use crate::rank::{Breakdown, Prior, RankConfig, Signals};
 use crate::telemetry;
 
 /// How recall chooses between exact scoring and HNSW.
@@ -195,23 +195,42 @@ fn view_status(e: &Entry, vis: &Visibility) -> Option<EventStatus> {
     }
 }
 
-fn visible_entry(entry: &Entry, grant: &TenantGrant, vis: &Visibility) -> bool {
+/// Whether the view shows `entry` to `grant`, whose tenant has number `tenant` in the table.
+fn visible_entry(entry: &Entry, grant: &TenantGrant, tenant: u32, vis: &Visibility) -> bool {
     let status_ok = match view_status(entry, vis) {
         Some(EventStatus::Active) => true,
         Some(EventStatus::Superseded) => vis.include_superseded,
         Some(EventStatus::PendingReview) | None => false,
     };
-    status_ok && grant.can_see(&entry.event)
+    status_ok && entry.tenant == tenant && grant.can_see_within_tenant(&entry.event)
 }
 
-/// Keeps the candidates the grant may see; returns their entries.
+/// Candidates per rayon task when checking visibility (below one task, no fan-out).
+const VISIBLE_CHUNK: usize = 4096;
+
+/// Keeps the candidates the grant may see; returns their entries, in `ids` order. Broad
+/// scopes are checked on both cores: each check reads an entry at a random place in memory.
+/// The tenant is compared as the table's tenant number (an integer in the entry), not as
+/// a string behind another pointer.
 fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) -> Vec<Arc<Entry>> {
     let table = shared.table.read();
-    ids.iter()
-        .filter_map(|id| table.get(*id))
-        .filter(|e| visible_entry(e, grant, vis))
-        .cloned()
-        .collect()
+    let Some(tenant) = table.tenant_number(grant.tenant()) else {
+        return Vec::new();
+    };
+    let keep = |id: &u32| {
+        table
+            .get(*id)
+            .filter(|e| visible_entry(e, grant, tenant, vis))
+            .cloned()
+    };
+    if ids.len() <= VISIBLE_CHUNK {
+        ids.iter().filter_map(keep).collect()
+    } else {
+        ids.par_iter()
+            .with_min_len(VISIBLE_CHUNK)
+            .filter_map(keep)
+            .collect()
+    }
 }
 
 /// The newest event on the same subject that is active in the view and occurred later.
@@ -389,10 +408,19 @@ fn choose_and_rank(
     Ok((rank_set(ctx, &set, k)?, path))
 }
 
+/// Candidates per rayon task when gathering ids and priors.
+const GATHER_CHUNK: usize = 4096;
+
 /// Scores `set` (cosine via the vector store, BM25 via the scope index, actor names, episode
 /// context, priors) in parallel and returns its top k.
 fn rank_set(ctx: &RankCtx<'_>, set: &[&Arc<Entry>], k: usize) -> Result<Vec<Ranked>, Problem> {
-    let ids: Vec<u32> = set.iter().map(|e| e.doc).collect();
+    // One pass over the entries (each a cache miss at broad scopes) gathers what scoring
+    // needs; the passes below run over these compact arrays.
+    let (ids, priors): (Vec<u32>, Vec<Prior>) = set
+        .par_iter()
+        .with_min_len(GATHER_CHUNK)
+        .map(|e| (e.doc, e.prior()))
+        .unzip();
     let cosines = exact_scores(&ctx.shared.vectors.load(), ctx.query, &ids);
     let bm25 = lexical_scores(ctx, set)?;
     let best_bm25 = bm25.iter().copied().fold(0.0f32, f32::max);
@@ -417,10 +445,10 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[&Arc<Entry>], k: usize) -> Result<Vec<Rank
             actor: ctx.rank.actor_boost > 0.0 && actors.names(&set[i].event.actor_id),
         })
         .collect();
-    let totals: Vec<f32> = set
+    let totals: Vec<f32> = priors
         .par_iter()
         .zip(signals.par_iter())
-        .map(|(e, sig)| ctx.rank.score(sig, &e.prior(), ctx.now_ms))
+        .map(|(prior, sig)| ctx.rank.score(sig, prior, ctx.now_ms))
         .collect();
     let positions: Vec<u32> = (0..set.len() as u32).collect();
     Ok(top_k(&positions, &totals, k)
