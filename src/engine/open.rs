@@ -46,7 +46,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         paths: paths.clone(),
     });
     // Records are applied as they are read: the log is never held in memory whole.
-    let (log, recovered) = Log::open_with(&paths.log, |rec| replay(&shared, rec, scope_seq))
+    let (log, recovered) = Log::open_with(&paths.log, |rec| replay(&shared, &rec, scope_seq))
         .with_context(|| format!("opening log {}", paths.log.display()))?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
@@ -178,7 +178,7 @@ fn rebuild_scope(shared: &Shared) -> anyhow::Result<()> {
 
 /// Applies one log record to the table and vectors; the scope index gets what it lacks
 /// (records after `scope_seq`).
-fn replay(shared: &Shared, rec: LogRecord, scope_seq: Option<u64>) -> anyhow::Result<()> {
+fn replay(shared: &Shared, rec: &LogRecord, scope_seq: Option<u64>) -> anyhow::Result<()> {
     let needs_scope = scope_seq.is_none_or(|s| rec.seq > s);
     let record = decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
     match record {

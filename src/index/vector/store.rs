@@ -104,7 +104,7 @@ impl VectorStore {
         let mut chunks = self.chunks.write();
         if chunks.sealed.len() < want_sealed {
             chunks.sealed.push(block);
-            let old = std::mem::replace(&mut chunks.tail, Tail::default());
+            let old = std::mem::take(&mut chunks.tail);
             drop(old_tail);
             chunks.tail = reuse_tail(old, self.dim);
         }
