@@ -415,6 +415,8 @@ def main():
         # NAME:KEY=VALUE,KEY=VALUE — another Episodic process with other path knobs, on its
         # own copy of the ingested engine (two engines cannot open one directory).
         name, _, kvs = spec.partition(":")
+        if name not in wanted:
+            continue
         env = dict(os.environ)
         env.update(kv.split("=", 1) for kv in kvs.split(",") if kv)
         base = os.environ.get("GRID_ENGINE_DIR")

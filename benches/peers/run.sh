@@ -19,7 +19,7 @@ cargo bench -q --bench grid -- gen
   --grid "$CARGO_TARGET_DIR/grid/n$GRID_N" \
   --work "$CARGO_TARGET_DIR/peerwork" \
   --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
-  --systems "${SYSTEMS:-episodic,qdrant-edge,pgvector,exact}" \
+  --systems "${SYSTEMS:-episodic,episodic-hnsw,qdrant-edge,pgvector,exact}" \
   --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
   --episodic-cmd "cargo bench -q --bench grid -- serve" \
   --episodic-variant "episodic-hnsw:GRID_APPROXIMATE=1,GRID_EXACT_MAX_CANDIDATES=2000,GRID_HNSW_MIN_FRACTION=0.01"
