@@ -10,9 +10,9 @@
 //! one see a consistent event.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ahash::RandomState;
-use std::sync::Arc;
 
 use crate::index::scope::ScopeDoc;
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
