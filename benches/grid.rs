@@ -24,7 +24,8 @@
 //! tenant, default 0.10; `1` gives a single-tenant corpus whose half-tenant row is 50% of all
 //! events), `GRID_APPROXIMATE=1` (allow the opt-in approximate HNSW path; default exact),
 //! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
-//! selection).
+//! selection), `GRID_CODE_MIN` (candidates from which scores are first bounded from the
+//! 8-bit vector codes; a huge value turns the bounding off).
 //!
 //! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`): `vectors.f32`
 //! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
@@ -446,7 +447,20 @@ fn engine_config(dir: &Path) -> EngineConfig {
     if let Some(v) = knob("GRID_HNSW_OVERSAMPLE") {
         config.recall.hnsw_oversample = v as usize;
     }
+    if let Some(v) = knob("GRID_CODE_MIN") {
+        config.recall.code_min_candidates = v as usize;
+    }
     config
+}
+
+/// Waits until every sealed vector chunk has its 8-bit codes (built in the background after
+/// a start); returns the seconds waited.
+fn wait_for_codes(engine: &Engine) -> f64 {
+    let started = Instant::now();
+    while !engine.vectors_coded() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    started.elapsed().as_secs_f64()
 }
 
 /// `VmRSS` and `RssAnon` of this process, in KiB.
@@ -548,10 +562,11 @@ fn open_or_ingest(
         let started = Instant::now();
         let engine =
             Engine::open(engine_config(&dir), Arc::new(HashingEmbedder::new())).expect("reopen");
+        let ready = started.elapsed().as_secs_f64();
+        let coded = wait_for_codes(&engine);
         eprintln!(
-            "reopened {} in {:.1}s",
+            "reopened {} in {ready:.1}s (vector codes {coded:.2}s later)",
             dir.display(),
-            started.elapsed().as_secs_f64()
         );
         return (engine, dir, None);
     }
@@ -573,12 +588,14 @@ fn reopen_child(dir: &Path) {
     let engine =
         Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("reopen");
     let ready_s = started.elapsed().as_secs_f64();
+    let codes_s = wait_for_codes(&engine);
     let rss1 = rss_kib();
     let stats = engine.stats();
     println!(
         "{}",
         json!({
             "readySeconds": ready_s,
+            "codesAfterReadySeconds": codes_s,
             "rssBeforeKiB": rss0.0,
             "rssReadyKiB": rss1.0,
             "rssAnonBeforeKiB": rss0.1,
@@ -648,6 +665,7 @@ fn restart(
     );
     let engine =
         Engine::open(engine_config(dir), Arc::new(HashingEmbedder::new())).expect("reopen");
+    wait_for_codes(&engine);
     let figures = json!({
         "reopenRuns": runs,
         "readySeconds": best["readySeconds"],

@@ -174,6 +174,11 @@ impl TenantGrant {
             .is_none_or(|ids| ids.iter().any(|a| a == actor))
     }
 
+    /// The most sensitive privacy class the key may read.
+    pub fn max_privacy_class(&self) -> crate::model::PrivacyClass {
+        self.limits.max_privacy_class
+    }
+
     /// The actors the key is limited to, if any.
     pub fn actor_limit(&self) -> Option<&[String]> {
         self.limits.actor_ids.as_deref()

@@ -38,7 +38,7 @@ pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use observe::Observation;
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
-pub use table::{Entry, Lookup, Slot, SubjectRule, Table, Tombstone};
+pub use table::{Entry, Head, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE};
 pub use writer::WriterConfig;
 
 use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
@@ -512,6 +512,13 @@ impl Engine {
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
+    }
+
+    /// Whether every sealed chunk of vectors has its 8-bit code block (coded in the
+    /// background after appends and on start; until then broad scopes score those vectors
+    /// in full, with the same answers).
+    pub fn vectors_coded(&self) -> bool {
+        self.shared.vectors.load().coded()
     }
 
     /// Embeds one text on the CPU pool.

@@ -8,6 +8,15 @@
 //! reused, and equal numbers mean equal tenant ids; a deleted event keeps no content in
 //! memory; entries are immutable `Arc`s replaced whole on a status change, so readers holding
 //! one see a consistent event.
+//!
+//! Next to every slot the table keeps a [`Head`]: the few facts recall filters and ranks by,
+//! copied into one dense array, so that a broad scope reads 64 bytes per candidate from
+//! contiguous memory instead of following a pointer to each entry. `heads[doc]` always
+//! describes `slots[doc]` (both change only in `place`); actor and project strings are
+//! numbered once (per table, never reused), so equal numbers mean equal strings. Sources are
+//! often unique per event, so numbering them would cost a map entry per event: a head holds
+//! a 64-bit hash of its source instead (equal sources, equal hashes; two different sources
+//! share one with probability 2⁻⁶⁴).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +24,9 @@ use std::sync::Arc;
 use ahash::RandomState;
 
 use crate::index::scope::ScopeDoc;
-use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
+use crate::model::{
+    Confidence, Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp,
+};
 use crate::rank::Prior;
 
 /// One live (not deleted) event plus what the engine needs around it.
@@ -69,6 +80,107 @@ impl Entry {
     /// Whether the retention rule has expired it at `now`.
     pub fn is_expired(&self, now: Timestamp) -> bool {
         self.event.retention.expires_at.is_some_and(|t| t <= now)
+    }
+}
+
+/// No value (no project, no source, no subject), or a head that belongs to no tenant.
+pub const NONE: u32 = u32::MAX;
+
+/// [`Head::source`] of an event without a source ref.
+pub const NO_SOURCE: u64 = u64::MAX;
+
+/// A source ref's 64-bit hash (never [`NO_SOURCE`]); fixed keys, so equal in every process.
+fn source_hash(source: &str) -> u64 {
+    let h = RandomState::with_seeds(1, 2, 3, 4).hash_one(source);
+    if h == NO_SOURCE {
+        0
+    } else {
+        h
+    }
+}
+
+/// A slot's facts for filtering and ranking, see the module docs. An empty or deleted slot's
+/// head has tenant [`NONE`], which no grant's tenant number equals.
+#[derive(Debug, Clone, Copy)]
+pub struct Head {
+    /// Internal id.
+    pub doc: u32,
+    /// Tenant number ([`Table::tenant_number`]).
+    pub tenant: u32,
+    /// Actor number ([`Table::actor_name`]).
+    pub actor: u32,
+    /// Project number, or [`NONE`].
+    pub project: u32,
+    /// Hash of the first source ref (the episode's conversation or document), or
+    /// [`NO_SOURCE`].
+    pub source: u64,
+    /// Subject list ([`Entry::subject`]), or [`NONE`].
+    pub subject: u32,
+    /// Status.
+    pub status: EventStatus,
+    /// Source trust.
+    pub trust: SourceTrust,
+    /// Confidence.
+    pub confidence: Confidence,
+    /// Privacy class.
+    pub privacy: PrivacyClass,
+    /// `occurredAt` (unix ms).
+    pub occurred_ms: i64,
+    /// `recordedAt` ([`Timestamp::unix_nanos_saturating`]).
+    pub recorded_ns: i64,
+    /// Retention expiry (saturating unix ns), `None` when it never expires.
+    pub expires_ns: Option<i64>,
+    /// When it was superseded (saturating unix ns).
+    pub superseded_ns: Option<i64>,
+}
+
+impl Head {
+    /// The head of an empty or deleted slot.
+    fn gone(doc: u32) -> Self {
+        Head {
+            doc,
+            tenant: NONE,
+            actor: NONE,
+            project: NONE,
+            source: NO_SOURCE,
+            subject: NONE,
+            status: EventStatus::PendingReview,
+            trust: SourceTrust::UntrustedContent,
+            confidence: Confidence::Low,
+            privacy: PrivacyClass::Sensitive,
+            occurred_ms: 0,
+            recorded_ns: 0,
+            expires_ns: Some(i64::MIN),
+            superseded_ns: None,
+        }
+    }
+
+    /// Ranking inputs other than relevance (as [`Entry::prior`]).
+    pub fn prior(&self) -> Prior {
+        Prior {
+            occurred_ms: self.occurred_ms,
+            trust: self.trust,
+            confidence: self.confidence,
+        }
+    }
+}
+
+/// Strings numbered in order of first sight.
+#[derive(Debug, Default)]
+struct Names {
+    numbers: Map<Box<str>, u32>,
+    names: Vec<Box<str>>,
+}
+
+impl Names {
+    fn number(&mut self, name: &str) -> u32 {
+        if let Some(n) = self.numbers.get(name) {
+            return *n;
+        }
+        let n = self.names.len() as u32;
+        self.numbers.insert(name.into(), n);
+        self.names.push(name.into());
+        n
     }
 }
 
@@ -167,6 +279,9 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 #[derive(Debug, Default)]
 pub struct Table {
     slots: Vec<Slot>,
+    heads: Vec<Head>,
+    actors: Names,
+    projects: Names,
     /// tenant → its number and eventId → internal id (live or deleted).
     by_id: Map<Box<str>, TenantIds>,
     subject_ids: Map<String, u32>,
@@ -250,8 +365,58 @@ impl Table {
         let i = doc as usize;
         if self.slots.len() <= i {
             self.slots.resize(i + 1, Slot::Empty);
+            let from = self.heads.len() as u32;
+            self.heads.extend((from..=doc).map(Head::gone));
         }
+        self.heads[i] = match &slot {
+            Slot::Live(e) => self.head_of(e),
+            Slot::Empty | Slot::Deleted(_) => Head::gone(doc),
+        };
         self.slots[i] = slot;
+    }
+
+    fn head_of(&mut self, e: &Entry) -> Head {
+        let ev = &e.event;
+        Head {
+            doc: e.doc,
+            tenant: e.tenant,
+            actor: self.actors.number(&ev.actor_id),
+            project: ev
+                .project_id
+                .as_deref()
+                .map_or(NONE, |p| self.projects.number(p)),
+            source: ev.source_refs.first().map_or(NO_SOURCE, |s| source_hash(s)),
+            subject: e.subject.unwrap_or(NONE),
+            status: ev.status,
+            trust: ev.source_trust,
+            confidence: ev.confidence,
+            privacy: ev.privacy_class,
+            occurred_ms: e.occurred_ms,
+            recorded_ns: ev.recorded_at.unix_nanos_saturating(),
+            expires_ns: ev
+                .retention
+                .expires_at
+                .map(Timestamp::unix_nanos_saturating),
+            superseded_ns: ev.superseded_at.map(Timestamp::unix_nanos_saturating),
+        }
+    }
+
+    /// The head of internal id `doc` (an empty slot's when out of range).
+    pub fn head(&self, doc: u32) -> Head {
+        self.heads
+            .get(doc as usize)
+            .copied()
+            .unwrap_or_else(|| Head::gone(doc))
+    }
+
+    /// The actor id numbered `n` in heads.
+    pub fn actor_name(&self, n: u32) -> Option<&str> {
+        self.actors.names.get(n as usize).map(|s| &**s)
+    }
+
+    /// The number heads give actor id `actor`, if any event had it.
+    pub fn actor_number(&self, actor: &str) -> Option<u32> {
+        self.actors.numbers.get(actor).copied()
     }
 
     /// Adds a live entry at its internal id.
@@ -375,6 +540,13 @@ impl Table {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// Live docs of subject list `subject` ([`Head::subject`]), or none.
+    pub fn subject_docs(&self, subject: u32) -> &[u32] {
+        self.subjects
+            .get(subject as usize)
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Live docs with an expiry.
     pub fn expiring(&self) -> &[u32] {
         &self.expiring
@@ -390,5 +562,66 @@ impl Table {
                 Slot::Live(e) => Some(e),
                 Slot::Empty | Slot::Deleted(_) => None,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, actor: &str, source: &str) -> StoredEvent {
+        serde_json::from_value(serde_json::json!({
+            "eventId": id, "eventType": "task_milestone", "occurredAt": "2026-06-17T09:20:00Z",
+            "recordedAt": "2026-06-17T09:21:00Z", "actorId": actor, "tenantId": "acme",
+            "projectId": "p1", "resourceRefs": [], "summary": "s", "sourceRefs": [source],
+            "sourceTrust": "tool_result", "confidence": "high", "privacyClass": "internal",
+            "retention": {"deleteOnRequest": true}, "policyVersion": "v1", "status": "active",
+            "supersedesEventIds": [], "contentWarnings": [], "correctionPath": ""
+        }))
+        .expect("event")
+    }
+
+    fn entry(doc: u32, e: StoredEvent) -> Entry {
+        Entry {
+            doc,
+            seq: u64::from(doc),
+            occurred_ms: e.occurred_at.unix_millis(),
+            event: e,
+            input_hash: String::new(),
+            key_id: "k".into(),
+            decision: Decision::Allow {
+                reason: "ok".into(),
+            },
+            subject: None,
+            tenant: 0,
+        }
+    }
+
+    #[test]
+    fn heads_follow_their_slots() {
+        let mut t = Table::new(SubjectRule::OFF);
+        t.push(entry(0, event("a", "Caroline", "s1")));
+        t.push(entry(2, event("b", "Melanie", "s1")));
+        let (a, gap, b) = (t.head(0), t.head(1), t.head(2));
+        assert_eq!(a.tenant, t.tenant_number("acme").unwrap());
+        assert_eq!(gap.tenant, NONE, "a gap belongs to no tenant");
+        assert_eq!(t.actor_name(a.actor), Some("Caroline"));
+        assert_eq!(t.actor_number("Melanie"), Some(b.actor));
+        assert_eq!((a.project, a.source), (b.project, b.source));
+        assert_ne!(a.source, NO_SOURCE);
+        assert_eq!(a.status, EventStatus::Active);
+
+        let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
+        assert!(t.mark_superseded("acme", "a", "b", at));
+        assert_eq!(t.head(0).status, EventStatus::Superseded);
+        assert_eq!(t.head(0).superseded_ns, Some(at.unix_nanos_saturating()));
+
+        t.delete("acme", "b", at).expect("deleted");
+        assert_eq!(
+            t.head(2).tenant,
+            NONE,
+            "a deleted event belongs to no tenant"
+        );
+        assert_eq!(t.head(99).tenant, NONE);
     }
 }

@@ -50,6 +50,13 @@ impl Timestamp {
         i64::try_from(nanos.div_euclid(1_000_000)).unwrap_or(i64::MAX)
     }
 
+    /// Unix nanoseconds, saturating at the `i64` range (years 1677 to 2262): ordering agrees
+    /// with the timestamps' whenever either lies within that range.
+    pub fn unix_nanos_saturating(self) -> i64 {
+        let nanos = self.0.unix_timestamp_nanos();
+        i64::try_from(nanos).unwrap_or(if nanos < 0 { i64::MIN } else { i64::MAX })
+    }
+
     /// RFC 3339 text in UTC, e.g. `2026-06-17T09:20:00Z`.
     pub fn to_rfc3339(self) -> String {
         self.0

@@ -149,7 +149,7 @@ impl RankConfig {
         if self.half_life_days <= 0.0 {
             return 1.0;
         }
-        (0.5f64).powf(age_days / self.half_life_days) as f32
+        (-age_days / self.half_life_days).exp2() as f32
     }
 
     fn trust_value(&self, t: SourceTrust) -> f32 {

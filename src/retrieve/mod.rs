@@ -22,11 +22,11 @@ use serde::Serialize;
 pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
 
 use crate::auth::TenantGrant;
-use crate::engine::{EngineConfig, Entry, Shared, Table};
+use crate::engine::{EngineConfig, Entry, Head, Shared, Table, NONE, NO_SOURCE};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
-use crate::index::vector::{dot, exact_scores, top_k, IdSet, VectorStore};
-use crate::model::{EventStatus, StoredEvent, Timestamp};
+use crate::index::vector::{code_bounds, dot, exact_scores, top_k, IdSet, QueryCode, VectorStore};
+use crate::model::{EventStatus, PrivacyClass, StoredEvent, Timestamp};
 use crate::rank::{Breakdown, Prior, RankConfig, Signals};
 use crate::telemetry;
 
@@ -46,6 +46,10 @@ pub struct RecallConfig {
     /// it keeps unrelated older events of a subject (the train booking next to a newer hotel
     /// booking) but lets through updates phrased very differently from what they replace.
     pub stale_min_similarity: f32,
+    /// From this many candidates on, scores are first bounded from the vectors' 8-bit codes
+    /// and only the candidates that could rank are scored from their full vectors (the
+    /// answer is the same; `usize::MAX` turns the bounding off).
+    pub code_min_candidates: usize,
 }
 
 impl Default for RecallConfig {
@@ -56,6 +60,7 @@ impl Default for RecallConfig {
             hnsw_min_fraction: 0.3,
             hnsw_oversample: 4,
             stale_min_similarity: 0.0,
+            code_min_candidates: CODE_MIN_CANDIDATES,
         }
     }
 }
@@ -179,50 +184,97 @@ pub struct Visibility {
     pub now: Timestamp,
 }
 
-/// An event's status as the view sees it, or `None` when invisible (expired, pending review,
-/// or recorded after `as_of`).
-fn view_status(e: &Entry, vis: &Visibility) -> Option<EventStatus> {
-    if e.is_expired(vis.now) || vis.as_of.is_some_and(|t| e.event.recorded_at > t) {
-        return None;
+/// [`Visibility`] in the units of a [`Head`].
+#[derive(Debug, Clone, Copy)]
+struct View {
+    include_superseded: bool,
+    as_of_ns: Option<i64>,
+    now_ns: i64,
+}
+
+impl View {
+    fn new(vis: &Visibility) -> Self {
+        View {
+            include_superseded: vis.include_superseded,
+            as_of_ns: vis.as_of.map(Timestamp::unix_nanos_saturating),
+            now_ns: vis.now.unix_nanos_saturating(),
+        }
     }
-    match e.event.status {
-        EventStatus::Active => Some(EventStatus::Active),
-        EventStatus::PendingReview => None,
-        EventStatus::Superseded => match (vis.as_of, e.event.superseded_at) {
-            (Some(t), Some(at)) if at > t => Some(EventStatus::Active),
-            _ => Some(EventStatus::Superseded),
-        },
+
+    /// An event's status as the view sees it, or `None` when invisible (expired, pending
+    /// review, recorded after `as_of`, or an empty or deleted slot).
+    fn status(&self, h: &Head) -> Option<EventStatus> {
+        let expired = h.expires_ns.is_some_and(|t| t <= self.now_ns);
+        if expired || self.as_of_ns.is_some_and(|t| h.recorded_ns > t) {
+            return None;
+        }
+        match h.status {
+            EventStatus::Active => Some(EventStatus::Active),
+            EventStatus::PendingReview => None,
+            EventStatus::Superseded => match (self.as_of_ns, h.superseded_ns) {
+                (Some(t), Some(at)) if at > t => Some(EventStatus::Active),
+                _ => Some(EventStatus::Superseded),
+            },
+        }
+    }
+
+    /// Whether the view shows the event (superseded ones only when asked for).
+    fn shows(&self, h: &Head) -> bool {
+        match self.status(h) {
+            Some(EventStatus::Active) => true,
+            Some(EventStatus::Superseded) => self.include_superseded,
+            Some(EventStatus::PendingReview) | None => false,
+        }
     }
 }
 
-/// Whether the view shows `entry` to `grant`, whose tenant has number `tenant` in the table.
-fn visible_entry(entry: &Entry, grant: &TenantGrant, tenant: u32, vis: &Visibility) -> bool {
-    let status_ok = match view_status(entry, vis) {
-        Some(EventStatus::Active) => true,
-        Some(EventStatus::Superseded) => vis.include_superseded,
-        Some(EventStatus::PendingReview) | None => false,
-    };
-    status_ok && entry.tenant == tenant && grant.can_see_within_tenant(&entry.event)
+/// A grant in the units of a [`Head`]: its tenant's number, the numbers of the actors it is
+/// limited to, and its privacy ceiling.
+struct Access {
+    tenant: u32,
+    actors: Option<Vec<u32>>,
+    max_privacy: PrivacyClass,
+}
+
+impl Access {
+    /// `None` when the table has never held an event of the grant's tenant.
+    fn new(table: &Table, grant: &TenantGrant) -> Option<Self> {
+        let tenant = table.tenant_number(grant.tenant())?;
+        let actors = grant.actor_limit().map(|names| {
+            let mut n: Vec<u32> = names.iter().filter_map(|a| table.actor_number(a)).collect();
+            n.sort_unstable();
+            n
+        });
+        Some(Access {
+            tenant,
+            actors,
+            max_privacy: grant.max_privacy_class(),
+        })
+    }
+
+    /// Whether the grant may see the event (tenant, actor, privacy class).
+    fn allows(&self, h: &Head) -> bool {
+        h.tenant == self.tenant
+            && h.privacy <= self.max_privacy
+            && self
+                .actors
+                .as_ref()
+                .is_none_or(|a| a.binary_search(&h.actor).is_ok())
+    }
 }
 
 /// Candidates per rayon task when checking visibility (below one task, no fan-out).
 const VISIBLE_CHUNK: usize = 4096;
 
-/// Keeps the candidates the grant may see; returns their entries, in `ids` order. Broad
-/// scopes are checked on both cores: each check reads an entry at a random place in memory.
-/// The tenant is compared as the table's tenant number (an integer in the entry), not as
-/// a string behind another pointer.
-fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) -> Vec<Arc<Entry>> {
+/// The heads of the candidates the grant may see, in `ids` order. Heads are read from one
+/// dense array, on both cores for broad scopes.
+fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) -> Vec<Head> {
     let table = shared.table.read();
-    let Some(tenant) = table.tenant_number(grant.tenant()) else {
+    let Some(access) = Access::new(&table, grant) else {
         return Vec::new();
     };
-    let keep = |id: &u32| {
-        table
-            .get(*id)
-            .filter(|e| visible_entry(e, grant, tenant, vis))
-            .cloned()
-    };
+    let view = View::new(vis);
+    let keep = |id: &u32| Some(table.head(*id)).filter(|h| view.shows(h) && access.allows(h));
     if ids.len() <= VISIBLE_CHUNK {
         ids.iter().filter_map(keep).collect()
     } else {
@@ -233,7 +285,6 @@ fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) 
     }
 }
 
-/// The newest event on the same subject that is active in the view and occurred later.
 /// What decides staleness besides the subject.
 struct StaleCtx<'a> {
     vectors: &'a VectorStore,
@@ -242,63 +293,73 @@ struct StaleCtx<'a> {
 
 impl StaleCtx<'_> {
     /// Whether `newer` is about the same thing as `older` (summary embeddings close enough).
-    fn similar(&self, older: &Entry, newer: &Entry) -> bool {
+    fn similar(&self, older: u32, newer: u32) -> bool {
         if self.min_similarity <= 0.0 {
             return true;
         }
         self.vectors
-            .with_vector(older.doc, |a| {
-                self.vectors.with_vector(newer.doc, |b| dot(a, b))
-            })
+            .with_vector(older, |a| self.vectors.with_vector(newer, |b| dot(a, b)))
             .flatten()
             .is_some_and(|cos| cos >= self.min_similarity)
     }
 }
 
+/// The newest event on the same subject that the grant may see, is active in the view and
+/// occurred later.
 fn stale_by(
     table: &Table,
     ctx: &StaleCtx<'_>,
-    entry: &Entry,
-    grant: &TenantGrant,
-    vis: &Visibility,
-) -> Option<String> {
+    h: &Head,
+    access: &Access,
+    view: &View,
+) -> Option<u32> {
+    if h.subject == NONE {
+        return None;
+    }
     table
-        .same_subject(entry)
+        .subject_docs(h.subject)
         .iter()
-        .filter(|d| **d != entry.doc)
-        .filter_map(|d| table.get(*d))
-        .filter(|o| o.occurred_ms > entry.occurred_ms && grant.can_see(&o.event))
-        .filter(|o| view_status(o, vis) == Some(EventStatus::Active))
-        .filter(|o| ctx.similar(entry, o))
+        .filter(|d| **d != h.doc)
+        .map(|d| table.head(*d))
+        .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
+        .filter(|o| view.status(o) == Some(EventStatus::Active))
+        .filter(|o| ctx.similar(h.doc, o.doc))
         .max_by_key(|o| (o.occurred_ms, o.doc))
-        .map(|o| o.event.event_id.clone())
+        .map(|o| o.doc)
 }
 
-/// Splits stale events out (dropped, or kept and marked when `keep`).
+/// Splits stale events out (dropped, or kept and marked with the newer event's id when
+/// `keep`).
 fn apply_staleness(
     shared: &Shared,
     config: &RecallConfig,
     grant: &TenantGrant,
-    entries: Vec<Arc<Entry>>,
+    heads: Vec<Head>,
     vis: &Visibility,
     keep: bool,
-) -> (Vec<Arc<Entry>>, HashMap<u32, String>) {
+) -> (Vec<Head>, HashMap<u32, String>) {
     let vectors = shared.vectors.load();
     let ctx = StaleCtx {
         vectors: &vectors,
         min_similarity: config.stale_min_similarity,
     };
     let table = shared.table.read();
+    let Some(access) = Access::new(&table, grant) else {
+        return (Vec::new(), HashMap::new());
+    };
+    let view = View::new(vis);
     let mut marks = HashMap::new();
-    let mut out = Vec::with_capacity(entries.len());
-    for e in entries {
-        match stale_by(&table, &ctx, &e, grant, vis) {
+    let mut out = Vec::with_capacity(heads.len());
+    for h in heads {
+        match stale_by(&table, &ctx, &h, &access, &view) {
             Some(by) if keep => {
-                marks.insert(e.doc, by);
-                out.push(e);
+                if let Some(newer) = table.get(by) {
+                    marks.insert(h.doc, newer.event.event_id.clone());
+                }
+                out.push(h);
             }
             Some(_) => {}
-            None => out.push(e),
+            None => out.push(h),
         }
     }
     (out, marks)
@@ -333,12 +394,12 @@ pub fn recall_ranked(
         as_of: req.as_of,
         now,
     };
-    let entries = visible(shared, grant, &ids, &vis);
-    let (entries, stale) = apply_staleness(
+    let heads = visible(shared, grant, &ids, &vis);
+    let (heads, stale) = apply_staleness(
         shared,
         &config.recall,
         grant,
-        entries,
+        heads,
         &vis,
         req.include_stale,
     );
@@ -349,14 +410,15 @@ pub fn recall_ranked(
         text: &req.query,
         filter: &filter,
         now_ms: now.unix_millis(),
+        code_min_candidates: config.recall.code_min_candidates,
     };
     let scoped = std::time::Instant::now();
     telemetry::recall_stage("scope", scoped - started);
-    let (ranked, path) = choose_and_rank(&ctx, &config.recall, &entries, req.limit)?;
+    let (ranked, path) = choose_and_rank(&ctx, &config.recall, &heads, req.limit)?;
     let scored = std::time::Instant::now();
     telemetry::recall_stage("vector", scored - scoped);
     telemetry::recall_path(path.as_str());
-    let response = respond(&ctx, grant, &entries, &stale, ranked, path);
+    let response = respond(&ctx, grant, &vis, heads.len(), &stale, ranked, path);
     telemetry::recall_stage("evidence", scored.elapsed());
     Ok(response)
 }
@@ -372,6 +434,8 @@ struct RankCtx<'a> {
     /// The scope, for the lexical search.
     filter: &'a ScopeFilter,
     now_ms: i64,
+    /// See [`RecallConfig::code_min_candidates`].
+    code_min_candidates: usize,
 }
 
 /// One ranked candidate: internal id, total score and the signals behind it.
@@ -385,85 +449,206 @@ struct Ranked {
 fn choose_and_rank(
     ctx: &RankCtx<'_>,
     cfg: &RecallConfig,
-    entries: &[Arc<Entry>],
+    heads: &[Head],
     k: usize,
 ) -> Result<(Vec<Ranked>, VectorPath), Problem> {
     debug_assert!(
-        entries.windows(2).all(|w| w[0].doc < w[1].doc),
-        "entries sorted by id"
+        heads.windows(2).all(|w| w[0].doc < w[1].doc),
+        "candidates sorted by id"
     );
-    let n = entries.len();
+    let n = heads.len();
     let total = ctx.shared.hnsw.load().len().max(1);
     let use_hnsw = cfg.approximate
         && n > cfg.exact_max_candidates
         && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
-    let (set, path) = match (use_hnsw && k > 0).then(|| hnsw_set(ctx, cfg, entries, k)) {
+    let (set, path) = match (use_hnsw && k > 0).then(|| hnsw_set(ctx, cfg, heads, k)) {
         None => (None, VectorPath::Exact),
         Some(found) => match found? {
             Some(set) => (Some(set), VectorPath::Hnsw),
             None => (None, VectorPath::HnswFallbackExact),
         },
     };
-    let set = set.unwrap_or_else(|| entries.iter().collect());
-    Ok((rank_set(ctx, &set, k)?, path))
+    let set = set.as_deref().unwrap_or(heads);
+    Ok((rank_set(ctx, set, k)?, path))
 }
 
 /// Candidates per rayon task when gathering ids and priors.
 const GATHER_CHUNK: usize = 4096;
 
 /// Scores `set` (cosine via the vector store, BM25 via the scope index, actor names, episode
-/// context, priors) in parallel and returns its top k.
-fn rank_set(ctx: &RankCtx<'_>, set: &[&Arc<Entry>], k: usize) -> Result<Vec<Ranked>, Problem> {
-    // One pass over the entries (each a cache miss at broad scopes) gathers what scoring
-    // needs; the passes below run over these compact arrays.
-    let (ids, priors): (Vec<u32>, Vec<Prior>) = set
-        .par_iter()
-        .with_min_len(GATHER_CHUNK)
-        .map(|e| (e.doc, e.prior()))
-        .unzip();
-    let cosines = exact_scores(&ctx.shared.vectors.load(), ctx.query, &ids);
+/// context, priors) in parallel and returns its top k. Large sets are first bounded from the
+/// 8-bit codes ([`code_bounds`]); only the candidates that could still rank (and their
+/// episode neighbours) are then scored from their full vectors. Either way the result is
+/// the exact top k: the same scores, computed by the same code, in the same order.
+fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Problem> {
+    let (ids, priors): (Vec<u32>, Vec<Prior>) = set.iter().map(|h| (h.doc, h.prior())).unzip();
     let bm25 = lexical_scores(ctx, set)?;
     let best_bm25 = bm25.iter().copied().fold(0.0f32, f32::max);
     let lexical: Vec<f32> = bm25
         .iter()
         .map(|b| if best_bm25 > 0.0 { b / best_bm25 } else { 0.0 })
         .collect();
-    let matched: Vec<f32> = cosines
+    let episodes = Episodes::new(ctx.rank, set);
+    let actor = named_actors(ctx, set);
+    let inputs = Inputs {
+        ids: &ids,
+        priors: &priors,
+        bm25: &bm25,
+        lexical: &lexical,
+        actor: &actor,
+        episodes: &episodes,
+    };
+    let vectors = ctx.shared.vectors.load();
+    let (pool, cosines) = match bounded_code(ctx, &vectors, set.len()) {
+        Some(code) => {
+            let bounds = code_bounds(&vectors, &code, &ids);
+            let pool = survivors(ctx, &inputs, &bounds, k);
+            let cosines = rescore(ctx, &vectors, &inputs, &pool);
+            (pool, cosines)
+        }
+        None => (
+            (0..set.len() as u32).collect(),
+            exact_scores(&vectors, ctx.query, &ids),
+        ),
+    };
+    let signals: Vec<Signals> = pool
         .par_iter()
-        .zip(lexical.par_iter())
-        .map(|(c, l)| ctx.rank.matched(*c, *l))
+        .map(|&i| inputs.signals(ctx.rank, i as usize, &cosines))
         .collect();
-    let context = episode_context(ctx.rank, set, &matched);
-    let actors = ActorNames::new(ctx.text);
-    let signals: Vec<Signals> = (0..set.len())
-        .into_par_iter()
-        .map(|i| Signals {
-            cosine: cosines[i],
-            bm25: bm25[i],
-            lexical: lexical[i],
-            context: context[i],
-            actor: ctx.rank.actor_boost > 0.0 && actors.names(&set[i].event.actor_id),
-        })
-        .collect();
-    let totals: Vec<f32> = priors
+    let totals: Vec<f32> = pool
         .par_iter()
         .zip(signals.par_iter())
-        .map(|(prior, sig)| ctx.rank.score(sig, prior, ctx.now_ms))
+        .map(|(&i, sig)| ctx.rank.score(sig, &priors[i as usize], ctx.now_ms))
         .collect();
-    let positions: Vec<u32> = (0..set.len() as u32).collect();
-    Ok(top_k(&positions, &totals, k)
+    let slot: HashMap<u32, usize> = pool.iter().enumerate().map(|(s, &i)| (i, s)).collect();
+    Ok(top_k(&pool, &totals, k)
         .into_iter()
         .map(|(i, score)| Ranked {
             doc: ids[i as usize],
             score,
-            signals: signals[i as usize],
+            signals: signals[slot[&i]],
         })
         .collect())
 }
 
+/// Per-candidate inputs to ranking other than the cosine, by position in the scored set.
+struct Inputs<'a> {
+    ids: &'a [u32],
+    priors: &'a [Prior],
+    bm25: &'a [f32],
+    lexical: &'a [f32],
+    actor: &'a [bool],
+    episodes: &'a Episodes,
+}
+
+impl Inputs<'_> {
+    /// The signals of candidate `i`, given the cosines of it and its episode neighbours
+    /// (cosine and context 0 when `cosines` is empty).
+    fn signals(&self, rank: &RankConfig, i: usize, cosines: &[f32]) -> Signals {
+        let matched = |j: usize| rank.matched(cosines[j], self.lexical[j]);
+        let known = !cosines.is_empty();
+        Signals {
+            cosine: if known { cosines[i] } else { 0.0 },
+            bm25: self.bm25[i],
+            lexical: self.lexical[i],
+            context: if known {
+                self.episodes.context_of(i, matched)
+            } else {
+                0.0
+            },
+            actor: self.actor[i],
+        }
+    }
+}
+
+/// Below this many candidates every one is scored from its full vector.
+pub const CODE_MIN_CANDIDATES: usize = 4096;
+
+/// The coded query when a set of `n` candidates is worth bounding from the 8-bit codes:
+/// large enough, a query of the store's dimension, and a ranking whose score never falls
+/// when a cosine rises (so bounds on cosines bound the score).
+fn bounded_code(ctx: &RankCtx<'_>, vectors: &VectorStore, n: usize) -> Option<QueryCode> {
+    let w = ctx.rank.weights;
+    let monotone = w.relevance >= 0.0
+        && (0.0..=1.0).contains(&ctx.rank.lexical_share)
+        && ctx.rank.context_weight >= 0.0;
+    let wanted = n >= ctx.code_min_candidates && monotone && ctx.query.len() == vectors.dim();
+    wanted.then(|| QueryCode::new(ctx.query)).flatten()
+}
+
+/// Positions of the candidates whose score could reach the k-th best lower bound.
+///
+/// Every score is bounded from the cosine interval of the event and of its episode
+/// neighbours (the score is non-decreasing in each). Let `T` be the k-th largest lower bound:
+/// the k candidates achieving it all score at least `T`, so a candidate whose upper bound is
+/// below `T` cannot be in the top k, ties included.
+fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: usize) -> Vec<u32> {
+    let rank = ctx.rank;
+    let n = bounds.len();
+    // The score is `base + α·cosine⁺ + β·context`, where `base` holds everything that does
+    // not depend on a cosine (lexical, actor, recency, trust, confidence).
+    let w = rank.weights.relevance;
+    let (alpha, beta) = (w * (1.0 - rank.lexical_share), w * rank.context_weight);
+    let matched_low = |j: usize| rank.matched(bounds[j].0, inputs.lexical[j]);
+    let matched_high = |j: usize| rank.matched(bounds[j].1, inputs.lexical[j]);
+    let (low_total, high_total): (Vec<f32>, Vec<f32>) = (0..n)
+        .into_par_iter()
+        .with_min_len(GATHER_CHUNK)
+        .map(|i| {
+            let flat = inputs.signals(rank, i, &[]);
+            let base = rank.score(&flat, &inputs.priors[i], ctx.now_ms);
+            let (lo, hi) = bounds[i];
+            let low =
+                base + alpha * lo.max(0.0) + beta * inputs.episodes.context_of(i, matched_low);
+            let high =
+                base + alpha * hi.max(0.0) + beta * inputs.episodes.context_of(i, matched_high);
+            // Rounding: these sums are not computed in the order `RankConfig::score` uses.
+            let slack = 1e-5 * (1.0 + base.abs() + alpha + beta);
+            (low - slack, high + slack)
+        })
+        .unzip();
+    let positions: Vec<u32> = (0..n as u32).collect();
+    let best = top_k(&positions, &low_total, k);
+    let threshold = match best.last() {
+        Some(&(_, t)) if best.len() == k => t,
+        _ => return positions,
+    };
+    positions
+        .into_par_iter()
+        .with_min_len(GATHER_CHUNK)
+        .filter(|&i| high_total[i as usize] >= threshold)
+        .collect()
+}
+
+/// Cosines from the full vectors for `pool` and its episode neighbours (NaN elsewhere: no
+/// other position is read).
+fn rescore(
+    ctx: &RankCtx<'_>,
+    vectors: &VectorStore,
+    inputs: &Inputs<'_>,
+    pool: &[u32],
+) -> Vec<f32> {
+    let mut needed: Vec<u32> = pool
+        .iter()
+        .flat_map(|&i| {
+            let near = inputs.episodes.neighbours(i as usize);
+            std::iter::once(i).chain(near.into_iter().flatten().map(|j| j as u32))
+        })
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let docs: Vec<u32> = needed.iter().map(|&i| inputs.ids[i as usize]).collect();
+    let scores = exact_scores(vectors, ctx.query, &docs);
+    let mut cosines = vec![f32::NAN; inputs.ids.len()];
+    for (&i, score) in needed.iter().zip(scores) {
+        cosines[i as usize] = score;
+    }
+    cosines
+}
+
 /// BM25 of each event of `set` for the query text, restricted to the scope (0 for events not
 /// matching any term and for events newer than the last scope-index refresh).
-fn lexical_scores(ctx: &RankCtx<'_>, set: &[&Arc<Entry>]) -> Result<Vec<f32>, Problem> {
+fn lexical_scores(ctx: &RankCtx<'_>, set: &[Head]) -> Result<Vec<f32>, Problem> {
     let mut out = vec![0.0; set.len()];
     if ctx.rank.lexical_share <= 0.0 || set.is_empty() {
         return Ok(out);
@@ -474,51 +659,70 @@ fn lexical_scores(ctx: &RankCtx<'_>, set: &[&Arc<Entry>]) -> Result<Vec<f32>, Pr
         .lexical_all(ctx.filter, ctx.text)
         .map_err(index_error)?;
     let by_doc: HashMap<u32, f32> = hits.into_iter().collect();
-    for (slot, e) in out.iter_mut().zip(set) {
-        if let Some(score) = by_doc.get(&e.doc) {
+    for (slot, h) in out.iter_mut().zip(set) {
+        if let Some(score) = by_doc.get(&h.doc) {
             *slot = *score;
         }
     }
     Ok(out)
 }
 
-/// For each event of `set`, the mean `matched` of its episode neighbours: the events just
-/// before and after it (by `occurredAt`, then id) with the same project and the same source
-/// (first `sourceRefs` entry: the conversation, session or document it came from), no more
-/// than `episode_gap_ms` away. Only events of `set` count, so nothing out of scope or
-/// invisible (deleted, expired, pending review) lends an event relevance.
-fn episode_context(rank: &RankConfig, set: &[&Arc<Entry>], matched: &[f32]) -> Vec<f32> {
-    let mut context = vec![0.0; set.len()];
-    if rank.context_weight <= 0.0 || set.len() < 2 {
-        return context;
+/// Each event's episode neighbours within the scored set: the events just before and after
+/// it (by `occurredAt`, then id) with the same project and the same source (first
+/// `sourceRefs` entry: the conversation, session or document it came from, compared by its
+/// 64-bit hash, [`Head::source`]), no more than
+/// `episode_gap_ms` away. Only events of the set count, so nothing out of scope or invisible
+/// (deleted, expired, pending review) lends an event relevance.
+struct Episodes {
+    /// `[before, after]` position per event, [`NONE`] when absent; empty when context is off.
+    near: Vec<[u32; 2]>,
+}
+
+impl Episodes {
+    fn new(rank: &RankConfig, set: &[Head]) -> Self {
+        if rank.context_weight <= 0.0 || set.len() < 2 {
+            return Episodes { near: Vec::new() };
+        }
+        let key = |i: usize| {
+            let h = &set[i];
+            (h.project, h.source, h.occurred_ms, h.doc)
+        };
+        let mut order: Vec<usize> = (0..set.len()).collect();
+        order.par_sort_unstable_by_key(|i| key(*i));
+        let close = |a: usize, b: usize| {
+            let ((pa, sa, ta, _), (pb, sb, tb, _)) = (key(a), key(b));
+            pa == pb && sa != NO_SOURCE && sa == sb && (ta - tb).abs() <= rank.episode_gap_ms
+        };
+        let mut near = vec![[NONE; 2]; set.len()];
+        for (p, &i) in order.iter().enumerate() {
+            let before = p.checked_sub(1).map(|q| order[q]).filter(|&j| close(i, j));
+            let after = order.get(p + 1).copied().filter(|&j| close(i, j));
+            near[i] = [before, after].map(|j| j.map_or(NONE, |j| j as u32));
+        }
+        Episodes { near }
     }
-    let key = |i: usize| {
-        let e = set[i];
-        (
-            &e.event.project_id,
-            e.event.source_refs.first(),
-            e.occurred_ms,
-            e.doc,
-        )
-    };
-    let mut order: Vec<usize> = (0..set.len()).collect();
-    order.par_sort_unstable_by(|a, b| key(*a).cmp(&key(*b)));
-    let near = |a: usize, b: usize| {
-        let ((pa, sa, ta, _), (pb, sb, tb, _)) = (key(a), key(b));
-        pa == pb && sa.is_some() && sa == sb && (ta - tb).abs() <= rank.episode_gap_ms
-    };
-    for (p, &i) in order.iter().enumerate() {
-        let before = p.checked_sub(1).map(|q| order[q]).filter(|&j| near(i, j));
-        let after = order.get(p + 1).copied().filter(|&j| near(i, j));
-        let (sum, n) = before
-            .into_iter()
-            .chain(after)
-            .fold((0.0, 0u8), |(sum, n), j| (sum + matched[j], n + 1));
-        if n > 0 {
-            context[i] = sum / f32::from(n);
+
+    /// The neighbours of position `i` (before, after).
+    fn neighbours(&self, i: usize) -> [Option<usize>; 2] {
+        match self.near.get(i) {
+            Some(pair) => pair.map(|j| (j != NONE).then_some(j as usize)),
+            None => [None, None],
         }
     }
-    context
+
+    /// The mean `matched` of the neighbours of `i` (0 without neighbours).
+    fn context_of(&self, i: usize, matched: impl Fn(usize) -> f32) -> f32 {
+        let (sum, n) = self
+            .neighbours(i)
+            .into_iter()
+            .flatten()
+            .fold((0.0, 0u8), |(sum, n), j| (sum + matched(j), n + 1));
+        if n > 0 {
+            sum / f32::from(n)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// The words of a query, lower-cased, for recognising actors it names.
@@ -558,13 +762,13 @@ fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
 /// Filtered HNSW's nearest candidates plus the scope's best BM25 matches, or `None` when HNSW
 /// returns too few (every candidate is then scored). Approximate: HNSW may miss a true
 /// neighbour.
-fn hnsw_set<'e>(
+fn hnsw_set(
     ctx: &RankCtx<'_>,
     cfg: &RecallConfig,
-    entries: &'e [Arc<Entry>],
+    heads: &[Head],
     k: usize,
-) -> Result<Option<Vec<&'e Arc<Entry>>>, Problem> {
-    let ids: Vec<u32> = entries.iter().map(|e| e.doc).collect();
+) -> Result<Option<Vec<Head>>, Problem> {
+    let ids: Vec<u32> = heads.iter().map(|h| h.doc).collect();
     let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.load().len());
     let depth = (k * cfg.hnsw_oversample).max(k + 10);
     if depth >= ids.len() {
@@ -591,31 +795,51 @@ fn hnsw_set<'e>(
     docs.dedup();
     Ok(Some(
         docs.into_iter()
-            .filter_map(|d| entry_of(entries, d))
+            .filter_map(|d| heads.binary_search_by_key(&d, |h| h.doc).ok())
+            .map(|i| heads[i])
             .collect(),
     ))
 }
 
-/// The entry with internal id `doc` among `entries`, which are sorted by id (candidates are).
-fn entry_of(entries: &[Arc<Entry>], doc: u32) -> Option<&Arc<Entry>> {
-    entries
-        .binary_search_by_key(&doc, |e| e.doc)
-        .ok()
-        .map(|i| &entries[i])
+/// Whether the query names each candidate's actor (all false without an actor boost). Each
+/// distinct actor is looked up once.
+fn named_actors(ctx: &RankCtx<'_>, set: &[Head]) -> Vec<bool> {
+    if ctx.rank.actor_boost <= 0.0 {
+        return vec![false; set.len()];
+    }
+    let names = ActorNames::new(ctx.text);
+    let mut actors: Vec<u32> = set.iter().map(|h| h.actor).collect();
+    actors.sort_unstable();
+    actors.dedup();
+    let table = ctx.shared.table.read();
+    let named: Vec<u32> = actors
+        .into_iter()
+        .filter(|a| table.actor_name(*a).is_some_and(|n| names.names(n)))
+        .collect();
+    drop(table);
+    set.iter()
+        .map(|h| named.binary_search(&h.actor).is_ok())
+        .collect()
 }
 
+/// The hits: each ranked event read from the table, checked once more against the grant and
+/// the view (it may have changed since the candidates were read: a deleted event is never
+/// returned).
 fn respond(
     ctx: &RankCtx<'_>,
     grant: &TenantGrant,
-    entries: &[Arc<Entry>],
+    vis: &Visibility,
+    candidates: usize,
     stale: &HashMap<u32, String>,
     ranked: Vec<Ranked>,
     path: VectorPath,
 ) -> RecallResponse {
+    let view = View::new(vis);
+    let table = ctx.shared.table.read();
     let results: Vec<Hit> = ranked
         .into_iter()
-        .filter_map(|r| entry_of(entries, r.doc).map(|e| (e, r)))
-        .filter(|(e, _)| grant.can_see(&e.event))
+        .filter_map(|r| table.get(r.doc).map(|e| (Arc::clone(e), r)))
+        .filter(|(e, _)| view.shows(&table.head(e.doc)) && grant.can_see(&e.event))
         .map(|(e, r)| Hit {
             event: e.event.clone(),
             score: r.score,
@@ -624,13 +848,11 @@ fn respond(
             stale_by: stale.get(&e.doc).cloned(),
         })
         .collect();
+    drop(table);
     let events: Vec<&StoredEvent> = results.iter().map(|h| &h.event).collect();
     RecallResponse {
         evidence: evidence::render(&events),
-        stats: RecallStats {
-            candidates: entries.len(),
-            path,
-        },
+        stats: RecallStats { candidates, path },
         results,
     }
 }
@@ -648,7 +870,14 @@ pub fn timeline(
         as_of: q.as_of,
         now: Timestamp::now(),
     };
-    let mut entries = visible(shared, grant, &ids, &vis);
+    let heads = visible(shared, grant, &ids, &vis);
+    let mut entries: Vec<Arc<Entry>> = {
+        let table = shared.table.read();
+        heads
+            .iter()
+            .filter_map(|h| table.get(h.doc).cloned())
+            .collect()
+    };
     entries.sort_by(|a, b| {
         (a.occurred_ms, &a.event.event_id).cmp(&(b.occurred_ms, &b.event.event_id))
     });

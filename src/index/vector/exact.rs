@@ -15,10 +15,13 @@ use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 
+use super::quant::QueryCode;
 use super::store::VectorStore;
 
 /// Candidates scored per rayon task (≈ 0.1 ms of work at dim 384).
 const SCORE_CHUNK: usize = 1024;
+/// Candidates bounded per rayon task (8-bit codes: a quarter of the memory per candidate).
+const CODE_CHUNK: usize = 4096;
 /// Below this many scores `top_k` stays on the calling thread.
 const PAR_TOP_K_MIN: usize = 1 << 16;
 /// Scores per rayon task in `top_k`.
@@ -56,6 +59,34 @@ pub fn exact_scores(store: &VectorStore, query: &[f32], candidates: &[u32]) -> V
             .zip(out.par_chunks_mut(SCORE_CHUNK))
             .for_each(score_chunk);
     }
+    out
+}
+
+/// The interval `(low, high)` that holds the cosine of `query` with each candidate, from
+/// the 8-bit codes ([`super::quant`]), in candidate order and in parallel. A vector without
+/// a code yet gets its exact cosine as both ends; unknown ids get
+/// `(NEG_INFINITY, NEG_INFINITY)`, like [`exact_scores`]. `query` must have the store's
+/// dimension (checked by the caller: every interval would be meaningless otherwise).
+pub fn code_bounds(store: &VectorStore, query: &QueryCode, candidates: &[u32]) -> Vec<(f32, f32)> {
+    let unknown = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    let mut out = vec![unknown; candidates.len()];
+    let snap = store.snapshot();
+    let bound_chunk = |(ids, bounds): (&[u32], &mut [(f32, f32)])| {
+        let reader = snap.reader();
+        for (id, slot) in ids.iter().zip(bounds.iter_mut()) {
+            if let Some(code) = reader.code(*id) {
+                let (estimate, radius) = query.bounds(code);
+                *slot = (estimate - radius, estimate + radius);
+            } else if let Some(v) = reader.vector(*id) {
+                let exact = dot(query.raw(), v);
+                *slot = (exact, exact);
+            }
+        }
+    };
+    candidates
+        .par_chunks(CODE_CHUNK)
+        .zip(out.par_chunks_mut(CODE_CHUNK))
+        .for_each(bound_chunk);
     out
 }
 

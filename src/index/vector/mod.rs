@@ -29,13 +29,15 @@
 mod bitset;
 mod exact;
 mod hnsw;
+mod quant;
 mod store;
 
 use std::path::PathBuf;
 
 pub use bitset::IdSet;
-pub use exact::{dot, exact_scores, top_k};
+pub use exact::{code_bounds, dot, exact_scores, top_k};
 pub use hnsw::{HnswIndex, HnswParams};
+pub use quant::QueryCode;
 pub use store::VectorStore;
 
 /// Errors of the vector layer.

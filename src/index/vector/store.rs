@@ -4,7 +4,9 @@
 //! *sealed* into immutable `Arc<[f32]>` blocks that readers use without any
 //! lock; the single open *tail* chunk is an `Arc<RwLock<Vec<f32>>>` that only
 //! the appender writes. Growth therefore copies at most one chunk (when the
-//! tail is sealed), never the whole store.
+//! tail is sealed), never the whole store. Each sealed chunk is then coded
+//! ([`super::quant`], 8 bits per component) on a rayon thread into a block
+//! that broad scopes scan first.
 //!
 //! # Invariants
 //!
@@ -12,6 +14,9 @@
 //!   (release store) after the vector is fully written, so any id `< len()`
 //!   refers to a complete vector.
 //! * Appends are serialised by `append_lock`; ids must be exactly `len()`.
+//! * A code block, once installed, codes exactly the vectors of its sealed
+//!   chunk. Codes may lag (the open tail and a chunk being coded have none):
+//!   readers then use the full vector, so answers never depend on them.
 //! * Vectors `[k * CHUNK_VECTORS, (k + 1) * CHUNK_VECTORS)` are in `sealed[k]`
 //!   when `k < sealed.len()`, otherwise in the tail. A sealed chunk is a copy
 //!   of the old tail, which is never written again, so readers still holding
@@ -23,23 +28,73 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+use super::quant::{CodeBlock, CodeRef};
 use super::{check_vector, VectorError};
 
 /// Number of vectors per chunk (4096 × 384 × 4 B = 6 MiB per sealed chunk).
 pub const CHUNK_VECTORS: usize = 4096;
 
 /// The open chunk being appended to.
-type Tail = Arc<RwLock<Vec<f32>>>;
+type Tail<T> = Arc<RwLock<Vec<T>>>;
 
-struct Chunks {
-    sealed: Vec<Arc<[f32]>>,
-    tail: Tail,
+/// Code blocks by sealed chunk, `None` while one is being coded.
+type Codes = Arc<RwLock<Vec<Option<Arc<CodeBlock>>>>>;
+
+/// One column of per-vector rows of `width` elements, chunked as described above.
+struct Lane<T> {
+    width: usize,
+    chunks: RwLock<Chunks<T>>,
 }
 
-/// Append-only vector storage with concurrent readers and one appender.
+struct Chunks<T> {
+    sealed: Vec<Arc<[T]>>,
+    tail: Tail<T>,
+}
+
+impl<T: Copy> Lane<T> {
+    fn new(width: usize) -> Self {
+        let chunks = Chunks {
+            sealed: Vec::new(),
+            tail: new_tail(width),
+        };
+        Lane {
+            width,
+            chunks: RwLock::new(chunks),
+        }
+    }
+
+    /// Appends row number `len`, sealing the full tail first. Caller holds the append lock.
+    fn append(&self, len: usize, row: &[T]) {
+        debug_assert_eq!(row.len(), self.width);
+        if len > 0 && len.is_multiple_of(CHUNK_VECTORS) {
+            self.seal_tail(len / CHUNK_VECTORS);
+        }
+        let tail = Arc::clone(&self.chunks.read().tail);
+        tail.write().extend_from_slice(row);
+    }
+
+    /// Freezes a copy of the full tail into `sealed` and opens a new tail.
+    /// Idempotent: does nothing once `want_sealed` chunks are sealed.
+    fn seal_tail(&self, want_sealed: usize) {
+        let old_tail = Arc::clone(&self.chunks.read().tail);
+        let block: Arc<[T]> = Arc::from(old_tail.read().as_slice());
+        let mut chunks = self.chunks.write();
+        if chunks.sealed.len() < want_sealed {
+            chunks.sealed.push(block);
+            let old = std::mem::replace(&mut chunks.tail, Arc::new(RwLock::new(Vec::new())));
+            drop(old_tail);
+            chunks.tail = reuse_tail(old, self.width);
+        }
+    }
+}
+
+/// Append-only vector storage with concurrent readers and one appender. Next to each
+/// vector it keeps its 8-bit code ([`quant`]), which broad scopes scan first.
 pub struct VectorStore {
     dim: usize,
-    chunks: RwLock<Chunks>,
+    vectors: Lane<f32>,
+    /// The code block of each sealed chunk, once coded (see [`VectorStore::push`]).
+    codes: Codes,
     len: AtomicUsize,
     append_lock: Mutex<()>,
 }
@@ -56,13 +111,10 @@ impl std::fmt::Debug for VectorStore {
 impl VectorStore {
     /// Creates an empty store for vectors of `dim` components.
     pub fn new(dim: usize) -> Self {
-        let chunks = Chunks {
-            sealed: Vec::new(),
-            tail: new_tail(dim),
-        };
         Self {
             dim,
-            chunks: RwLock::new(chunks),
+            vectors: Lane::new(dim),
+            codes: Codes::default(),
             len: AtomicUsize::new(0),
             append_lock: Mutex::new(()),
         }
@@ -81,33 +133,37 @@ impl VectorStore {
             return Err(VectorError::OutOfOrder { expected, got: id });
         }
         check_vector(id, v, self.dim)?;
-        let tail = self.tail_for_append(len);
-        tail.write().extend_from_slice(v);
+        self.vectors.append(len, v);
+        if len > 0 && len.is_multiple_of(CHUNK_VECTORS) {
+            self.code_sealed(len / CHUNK_VECTORS - 1);
+        }
         self.len.store(len + 1, Ordering::Release);
         Ok(())
     }
 
-    /// Returns the tail chunk to append vector number `len` to, sealing the
-    /// current tail first when it is full. Caller holds `append_lock`.
-    fn tail_for_append(&self, len: usize) -> Tail {
-        if len > 0 && len.is_multiple_of(CHUNK_VECTORS) {
-            self.seal_tail(len / CHUNK_VECTORS);
-        }
-        Arc::clone(&self.chunks.read().tail)
+    /// Codes sealed chunk `k` on a rayon thread, off the appender's path (a restart's replay
+    /// does not wait for it). Until its block is installed, that chunk's vectors are scored
+    /// in full wherever codes would be used.
+    fn code_sealed(&self, k: usize) {
+        let Some(block) = self.vectors.chunks.read().sealed.get(k).cloned() else {
+            return;
+        };
+        let (codes, dim) = (Arc::clone(&self.codes), self.dim);
+        rayon::spawn(move || {
+            let coded = Arc::new(CodeBlock::encode(&block, dim));
+            let mut blocks = codes.write();
+            if blocks.len() <= k {
+                blocks.resize(k + 1, None);
+            }
+            blocks[k] = Some(coded);
+        });
     }
 
-    /// Freezes a copy of the full tail into `sealed` and opens a new tail.
-    /// Idempotent: does nothing once `want_sealed` chunks are sealed.
-    fn seal_tail(&self, want_sealed: usize) {
-        let old_tail = Arc::clone(&self.chunks.read().tail);
-        let block: Arc<[f32]> = Arc::from(old_tail.read().as_slice());
-        let mut chunks = self.chunks.write();
-        if chunks.sealed.len() < want_sealed {
-            chunks.sealed.push(block);
-            let old = std::mem::take(&mut chunks.tail);
-            drop(old_tail);
-            chunks.tail = reuse_tail(old, self.dim);
-        }
+    /// Whether every sealed chunk has its code block (tests wait for it).
+    pub fn coded(&self) -> bool {
+        let sealed = self.vectors.chunks.read().sealed.len();
+        let blocks = self.codes.read();
+        blocks.len() >= sealed && blocks.iter().take(sealed).all(Option::is_some)
     }
 
     /// Number of stored vectors (= the next id to push).
@@ -141,73 +197,114 @@ impl VectorStore {
     /// A consistent read view of the first `len()` vectors, cheap to take
     /// (clones one `Arc` per chunk) and independent of later appends.
     pub(super) fn snapshot(&self) -> Snapshot {
-        let chunks = self.chunks.read();
+        let vectors = self.vectors.chunks.read();
         // Loaded under the chunk lock: a concurrent seal cannot be half seen.
         let len = self.len.load(Ordering::Acquire);
         Snapshot {
-            dim: self.dim,
             len,
-            sealed: chunks.sealed.clone(),
-            tail: Arc::clone(&chunks.tail),
+            vectors: LaneSnapshot {
+                width: self.dim,
+                sealed: vectors.sealed.clone(),
+                tail: Arc::clone(&vectors.tail),
+            },
+            codes: self.codes.read().clone(),
         }
     }
 }
 
 /// An empty tail with room for a whole chunk, so appends never reallocate it.
-fn new_tail(dim: usize) -> Tail {
-    Arc::new(RwLock::new(Vec::with_capacity(CHUNK_VECTORS * dim)))
+fn new_tail<T>(width: usize) -> Tail<T> {
+    Arc::new(RwLock::new(Vec::with_capacity(CHUNK_VECTORS * width)))
 }
 
 /// The next tail after `old` was sealed: `old`'s buffer, emptied, when no snapshot still
 /// holds it (its memory is already mapped: a restart's replay then touches each vector's
 /// memory once, in its sealed chunk), else a fresh one.
-fn reuse_tail(old: Tail, dim: usize) -> Tail {
+fn reuse_tail<T>(old: Tail<T>, width: usize) -> Tail<T> {
     match Arc::try_unwrap(old) {
         Ok(lock) => {
             let mut buf = lock.into_inner();
             buf.clear();
             Arc::new(RwLock::new(buf))
         }
-        Err(_) => new_tail(dim),
+        Err(_) => new_tail(width),
+    }
+}
+
+/// Read view of one lane.
+struct LaneSnapshot<T> {
+    width: usize,
+    sealed: Vec<Arc<[T]>>,
+    tail: Tail<T>,
+}
+
+/// Lazily read-locked tail of one lane, for a [`Reader`].
+struct LaneReader<'a, T> {
+    snap: &'a LaneSnapshot<T>,
+    tail: OnceCell<RwLockReadGuard<'a, Vec<T>>>,
+}
+
+impl<'a, T> LaneReader<'a, T> {
+    fn new(snap: &'a LaneSnapshot<T>) -> Self {
+        LaneReader {
+            snap,
+            tail: OnceCell::new(),
+        }
+    }
+
+    /// Row `id`, which the caller has checked is below the snapshot's length.
+    fn row(&self, id: usize) -> Option<&[T]> {
+        let (chunk, offset) = (id / CHUNK_VECTORS, (id % CHUNK_VECTORS) * self.snap.width);
+        let data: &[T] = match self.snap.sealed.get(chunk) {
+            Some(block) => block,
+            None => self.tail.get_or_init(|| self.snap.tail.read()).as_slice(),
+        };
+        data.get(offset..offset + self.snap.width)
     }
 }
 
 /// Read view of a [`VectorStore`]; see [`VectorStore::snapshot`].
 pub(super) struct Snapshot {
-    dim: usize,
     len: usize,
-    sealed: Vec<Arc<[f32]>>,
-    tail: Tail,
+    vectors: LaneSnapshot<f32>,
+    codes: Vec<Option<Arc<CodeBlock>>>,
 }
 
 impl Snapshot {
-    /// A reader for a batch of lookups; it read-locks the tail chunk at most
-    /// once, on first use, and holds it until dropped, so keep readers short.
+    /// A reader for a batch of lookups; it read-locks each lane's tail chunk at
+    /// most once, on first use, and holds it until dropped, so keep readers short.
     pub(super) fn reader(&self) -> Reader<'_> {
         Reader {
-            snap: self,
-            tail: OnceCell::new(),
+            len: self.len,
+            vectors: LaneReader::new(&self.vectors),
+            codes: &self.codes,
         }
     }
 }
 
 /// Batch lookup handle over a [`Snapshot`] (not shared between threads).
 pub(super) struct Reader<'a> {
-    snap: &'a Snapshot,
-    tail: OnceCell<RwLockReadGuard<'a, Vec<f32>>>,
+    len: usize,
+    vectors: LaneReader<'a, f32>,
+    codes: &'a [Option<Arc<CodeBlock>>],
 }
 
 impl Reader<'_> {
+    fn index(&self, id: u32) -> Option<usize> {
+        usize::try_from(id).ok().filter(|&i| i < self.len)
+    }
+
     /// The vector of `id`, or `None` if `id` is not in the snapshot.
     pub(super) fn vector(&self, id: u32) -> Option<&[f32]> {
-        let snap = self.snap;
-        let id = usize::try_from(id).ok().filter(|&i| i < snap.len)?;
-        let (chunk, offset) = (id / CHUNK_VECTORS, (id % CHUNK_VECTORS) * snap.dim);
-        let data: &[f32] = match snap.sealed.get(chunk) {
-            Some(block) => block,
-            None => self.tail.get_or_init(|| snap.tail.read()).as_slice(),
-        };
-        data.get(offset..offset + snap.dim)
+        self.vectors.row(self.index(id)?)
+    }
+
+    /// The 8-bit code of `id`, or `None` if `id` is not in the snapshot or its chunk is
+    /// not coded (yet: the open tail chunk never is).
+    pub(super) fn code(&self, id: u32) -> Option<CodeRef<'_>> {
+        let i = self.index(id)?;
+        let block = self.codes.get(i / CHUNK_VECTORS)?.as_ref()?;
+        block.code(i % CHUNK_VECTORS)
     }
 }
 
@@ -284,6 +381,7 @@ mod tests {
         let reader = snap.reader();
         let last = CHUNK_VECTORS as u32 - 1;
         assert_eq!(snap.len, CHUNK_VECTORS);
+        assert!(reader.code(last + 1).is_none());
         assert_eq!(reader.vector(last).unwrap(), &vec_for(last, 2)[..]);
         assert!(reader.vector(last + 1).is_none());
     }
