@@ -15,8 +15,10 @@ use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 
+use pulp::{Simd, WithSimd};
+
 use super::quant::QueryCode;
-use super::store::VectorStore;
+use super::store::{Reader, VectorStore};
 
 /// Candidates scored per rayon task (≈ 0.1 ms of work at dim 384).
 const SCORE_CHUNK: usize = 1024;
@@ -43,13 +45,15 @@ pub fn exact_scores(store: &VectorStore, query: &[f32], candidates: &[u32]) -> V
         return out;
     }
     let snap = store.snapshot();
+    let arch = pulp::Arch::new();
     let score_chunk = |(ids, scores): (&[u32], &mut [f32])| {
         let reader = snap.reader();
-        for (id, score) in ids.iter().zip(scores.iter_mut()) {
-            if let Some(v) = reader.vector(*id) {
-                *score = dot(query, v);
-            }
-        }
+        arch.dispatch(ScoreChunk {
+            reader: &reader,
+            query,
+            ids,
+            scores,
+        });
     };
     if candidates.len() <= SCORE_CHUNK {
         score_chunk((candidates, &mut out));
@@ -71,17 +75,15 @@ pub fn code_bounds(store: &VectorStore, query: &QueryCode, candidates: &[u32]) -
     let unknown = (f32::NEG_INFINITY, f32::NEG_INFINITY);
     let mut out = vec![unknown; candidates.len()];
     let snap = store.snapshot();
+    let arch = pulp::Arch::new();
     let bound_chunk = |(ids, bounds): (&[u32], &mut [(f32, f32)])| {
         let reader = snap.reader();
-        for (id, slot) in ids.iter().zip(bounds.iter_mut()) {
-            if let Some(code) = reader.code(*id) {
-                let (estimate, radius) = query.bounds(code);
-                *slot = (estimate - radius, estimate + radius);
-            } else if let Some(v) = reader.vector(*id) {
-                let exact = dot(query.raw(), v);
-                *slot = (exact, exact);
-            }
-        }
+        arch.dispatch(BoundChunk {
+            reader: &reader,
+            query,
+            ids,
+            bounds,
+        });
     };
     candidates
         .par_chunks(CODE_CHUNK)
@@ -90,8 +92,57 @@ pub fn code_bounds(store: &VectorStore, query: &QueryCode, candidates: &[u32]) -
     out
 }
 
-/// Dot product with `LANES` independent partial sums (vectorisable).
-#[inline]
+/// One chunk of [`exact_scores`]: a `pulp` operation, so that the loop (and the inlined
+/// [`dot`]) is compiled for the widest vector unit the CPU has, chosen at run time.
+struct ScoreChunk<'r, 'a> {
+    reader: &'r Reader<'a>,
+    query: &'r [f32],
+    ids: &'r [u32],
+    scores: &'r mut [f32],
+}
+
+impl WithSimd for ScoreChunk<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        for (id, score) in self.ids.iter().zip(self.scores.iter_mut()) {
+            if let Some(v) = self.reader.vector(*id) {
+                *score = dot(self.query, v);
+            }
+        }
+    }
+}
+
+/// One chunk of [`code_bounds`], dispatched like [`ScoreChunk`].
+struct BoundChunk<'r, 'a> {
+    reader: &'r Reader<'a>,
+    query: &'r QueryCode,
+    ids: &'r [u32],
+    bounds: &'r mut [(f32, f32)],
+}
+
+impl WithSimd for BoundChunk<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        for (id, slot) in self.ids.iter().zip(self.bounds.iter_mut()) {
+            if let Some(code) = self.reader.code(*id) {
+                let (estimate, radius) = self.query.bounds(code);
+                *slot = (estimate - radius, estimate + radius);
+            } else if let Some(v) = self.reader.vector(*id) {
+                let exact = dot(self.query.raw(), v);
+                *slot = (exact, exact);
+            }
+        }
+    }
+}
+
+/// Dot product with `LANES` independent partial sums (vectorisable). The summation order is
+/// fixed by the code, so the result is the same bit for bit whatever vector width the
+/// compiler uses (callers may run it inside a `pulp` dispatch compiled for AVX2).
+#[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);

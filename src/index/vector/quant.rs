@@ -107,6 +107,7 @@ impl CodeBlock {
     }
 
     /// The code of row `row`, `None` past the end.
+    #[inline(always)]
     pub fn code(&self, row: usize) -> Option<CodeRef<'_>> {
         let codes = self.codes.get(row * self.dim..(row + 1) * self.dim)?;
         let meta = self.meta.get(row * META..(row + 1) * META)?;
@@ -155,7 +156,7 @@ impl QueryCode {
 
     /// `(estimate, radius)`: the query's dot product with the coded vector lies within
     /// `estimate ± radius`. The codes must have the query's dimension.
-    #[inline]
+    #[inline(always)]
     pub fn bounds(&self, code: CodeRef<'_>) -> (f32, f32) {
         let [scale, residual, code_norm] = [code.meta[0], code.meta[1], code.meta[2]];
         let estimate = scale * dot_codes(&self.query, code.codes);
@@ -169,7 +170,7 @@ impl QueryCode {
 
 /// The query's dot product with a vector's codes, in `f32` with `LANES` independent partial
 /// sums (vectorisable without any CPU-specific code).
-#[inline]
+#[inline(always)]
 fn dot_codes(q: &[f32], c: &[i8]) -> f32 {
     let n = q.len().min(c.len());
     let (q, c) = (&q[..n], &c[..n]);

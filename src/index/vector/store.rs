@@ -252,6 +252,7 @@ impl<'a, T> LaneReader<'a, T> {
         }
     }
 
+    #[inline(always)]
     /// Row `id`, which the caller has checked is below the snapshot's length.
     fn row(&self, id: usize) -> Option<&[T]> {
         let (chunk, offset) = (id / CHUNK_VECTORS, (id % CHUNK_VECTORS) * self.snap.width);
@@ -290,17 +291,20 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    #[inline(always)]
     fn index(&self, id: u32) -> Option<usize> {
         usize::try_from(id).ok().filter(|&i| i < self.len)
     }
 
     /// The vector of `id`, or `None` if `id` is not in the snapshot.
+    #[inline(always)]
     pub(super) fn vector(&self, id: u32) -> Option<&[f32]> {
         self.vectors.row(self.index(id)?)
     }
 
     /// The 8-bit code of `id`, or `None` if `id` is not in the snapshot or its chunk is
     /// not coded (yet: the open tail chunk never is).
+    #[inline(always)]
     pub(super) fn code(&self, id: u32) -> Option<CodeRef<'_>> {
         let i = self.index(id)?;
         let block = self.codes.get(i / CHUNK_VECTORS)?.as_ref()?;
