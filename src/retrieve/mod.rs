@@ -4,9 +4,14 @@
 //! - the tenant from the grant and every scope filter are applied before any vector work:
 //!   the vector stage only ever sees in-scope, visible candidates;
 //! - by default the answer is the exact in-scope top k under the ranking function: every
-//!   candidate is scored (rayon-parallel). Filtered HNSW is approximate (hnsw_rs may miss a
-//!   true neighbour, so no bound on its list proves the top k); it runs only when the operator
-//!   opts in with `approximate`, and the response then says `path: "hnsw"`;
+//!   candidate is scored (rayon-parallel), large sets first from proven bounds on their 8-bit
+//!   vector codes, then from full vectors for every candidate those bounds cannot rule out,
+//!   with the same code and the same result as scoring all of them in full;
+//! - visibility and ranking inputs are read from the table's dense heads; entries are read
+//!   only for the returned hits, which are checked again against the grant and the view;
+//! - filtered HNSW is approximate (hnsw_rs may miss a true neighbour, so no bound on its list
+//!   proves the top k); it runs only when the operator opts in with `approximate`, and the
+//!   response then says `path: "hnsw"`;
 //! - every returned event is checked once more against the grant's tenant.
 
 pub mod evidence;

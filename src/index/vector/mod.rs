@@ -3,10 +3,12 @@
 //! A tantivy query first yields the in-scope candidate ids; this module scores
 //! them against a query embedding:
 //!
-//! * small candidate sets are scored **exactly** ([`exact_scores`] + [`top_k`]),
-//!   in parallel with rayon, straight from the [`VectorStore`];
-//! * large candidate sets go through an [`HnswIndex`] (hnsw_rs) whose search is
-//!   restricted to the candidates by an [`IdSet`] filter.
+//! * candidate sets are scored **exactly** ([`exact_scores`] + [`top_k`]), in
+//!   parallel with rayon, straight from the [`VectorStore`];
+//! * large sets can first be bounded from the vectors' 8-bit codes
+//!   ([`code_bounds`], [`QueryCode`]), so the caller rescores only what could rank;
+//! * with approximate recall on, large sets can go through an [`HnswIndex`]
+//!   (hnsw_rs) whose search is restricted to the candidates by an [`IdSet`].
 //!
 //! # Invariants
 //!
@@ -21,7 +23,8 @@
 //! * Readers never observe a partially written vector: an id becomes visible
 //!   (`len()` grows past it) only after its whole vector has been written.
 //! * The exact path is the reference: HNSW results are approximations of
-//!   `top_k(exact_scores(..))` and are tested against it.
+//!   `top_k(exact_scores(..))` and are tested against it; a code bound always
+//!   contains the cosine [`exact_scores`] computes (property-tested).
 //! * An HNSW snapshot on disk is only trusted after every file checksum listed
 //!   in its manifest has been verified; anything else is reported as
 //!   [`VectorError::Corrupt`] so the caller can rebuild from the log.
