@@ -516,13 +516,16 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
             exact_scores(&vectors, ctx.query, &ids),
         ),
     };
+    // Small pools stay on this thread: waking the pool costs more than they do.
     let signals: Vec<Signals> = pool
         .par_iter()
+        .with_min_len(GATHER_CHUNK)
         .map(|&i| inputs.signals(ctx.rank, i as usize, &cosines))
         .collect();
     let totals: Vec<f32> = pool
         .par_iter()
         .zip(signals.par_iter())
+        .with_min_len(GATHER_CHUNK)
         .map(|(&i, sig)| ctx.rank.score(sig, &priors[i as usize], ctx.now_ms))
         .collect();
     let slot: HashMap<u32, usize> = pool.iter().enumerate().map(|(s, &i)| (i, s)).collect();
