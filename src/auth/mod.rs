@@ -187,13 +187,9 @@ impl TenantGrant {
     /// Whether an event is inside this grant: same tenant, allowed actor, readable class.
     /// Anything else is invisible, exactly like another tenant's event.
     pub fn can_see(&self, e: &StoredEvent) -> bool {
-        e.tenant_id == self.tenant && self.can_see_within_tenant(e)
-    }
-
-    /// [`Self::can_see`] without the tenant comparison, for a caller that has established
-    /// the event's tenant another way (an interned tenant number of the table).
-    pub fn can_see_within_tenant(&self, e: &StoredEvent) -> bool {
-        self.allows_actor(&e.actor_id) && e.privacy_class <= self.limits.max_privacy_class
+        e.tenant_id == self.tenant
+            && self.allows_actor(&e.actor_id)
+            && e.privacy_class <= self.limits.max_privacy_class
     }
 
     /// A grant for in-process tools (eval, import) that act for a tenant without a key.

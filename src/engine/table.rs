@@ -532,14 +532,6 @@ impl Table {
         Some(entry)
     }
 
-    /// Live docs sharing `entry`'s subject (including itself), or none.
-    pub fn same_subject(&self, entry: &Entry) -> &[u32] {
-        entry
-            .subject
-            .and_then(|s| self.subjects.get(s as usize))
-            .map_or(&[], Vec::as_slice)
-    }
-
     /// Live docs of subject list `subject` ([`Head::subject`]), or none.
     pub fn subject_docs(&self, subject: u32) -> &[u32] {
         self.subjects
