@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side filtered recall: Episodic vs qdrant-edge vs pgvector vs exact, one run,
-# one ratio table. Usage: GRID_N=100000 benches/peers/run.sh   (see benches/peers/README.md)
+# one ratio table. Usage: GRID_N=100000 benches/peers/run.sh   (see benches/peers/README.md;
+# ROWS=name,name measures only those rows of the grid)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
@@ -20,6 +21,7 @@ cargo bench -q --bench grid -- gen
   --work "$CARGO_TARGET_DIR/peerwork" \
   --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
   --systems "${SYSTEMS:-episodic,episodic-hnsw,qdrant-edge,pgvector,exact}" \
+  --rows "${ROWS:-}" \
   --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
   --episodic-cmd "cargo bench -q --bench grid -- serve" \
   --episodic-variant "episodic-hnsw:GRID_APPROXIMATE=1,GRID_EXACT_MAX_CANDIDATES=2000,GRID_HNSW_MIN_FRACTION=0.01"
