@@ -144,6 +144,14 @@ impl WithSimd for BoundChunk<'_, '_> {
 /// compiler uses (callers may run it inside a `pulp` dispatch compiled for AVX2).
 #[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    lane_dot(a, b)
+}
+
+/// `a · b` over the shorter length, `b`'s elements widened to `f32`, summed in `LANES`
+/// independent partial sums and then the remainder: [`dot`] for stored vectors and the
+/// 8-bit code estimate ([`super::quant`]) share this one loop and its summation order.
+#[inline(always)]
+pub(super) fn lane_dot<T: Copy + Into<f32>>(a: &[f32], b: &[T]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f32; LANES];
@@ -151,10 +159,10 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for i in 0..LANES {
-            acc[i] += x[i] * y[i];
+            acc[i] += x[i] * y[i].into();
         }
     }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * (*y).into()).sum();
     acc.iter().sum::<f32>() + tail
 }
 

@@ -3,14 +3,16 @@
 //!
 //! A vector `v` is kept as codes `c` (i8) and a scale `s` with `v = s·c + r`; its code also
 //! records `‖c‖` and `‖r‖`. For a query `q`, `q·v = s·(q·c) + q·r`, so by Cauchy–Schwarz
-//! `|q·v − s·(q·c)| ≤ ‖q‖·‖r‖`. `q·c` is computed in `f32` like [`dot`](super::dot), a plain
-//! loop the compiler vectorises for any x86-64 CPU (no CPU-specific code, no `unsafe`).
+//! `|q·v − s·(q·c)| ≤ ‖q‖·‖r‖`. `q·c` is computed in `f32` by the loop [`dot`](super::dot)
+//! uses, which the compiler vectorises (no CPU-specific code, no `unsafe`).
 //!
 //! # Invariants
 //!
 //! * [`QueryCode::bounds`] returns an interval that contains the `f32` value
 //!   [`dot`](super::dot) computes for the same pair: the norms are rounded up and a relative
 //!   margin covers `f32` rounding in both computations.
+
+use super::exact::lane_dot;
 
 /// Per-vector bound terms stored next to the codes: scale, `‖r‖`, `‖c‖`.
 const META: usize = 3;
@@ -19,8 +21,6 @@ const META: usize = 3;
 const CODE_MAX: f32 = 127.0;
 /// Relative margin for `f32` rounding (about a thousand times the worst case at dim 384).
 const MARGIN: f32 = 1e-4;
-/// Independent accumulators in [`dot_codes`], so LLVM can vectorise the loop.
-const LANES: usize = 16;
 
 /// `1.5 · 2²³`: adding it to an `f32` of magnitude below 2²² rounds it to an integer that
 /// the low mantissa bits then hold (minus [`MAGIC_BITS`]).
@@ -159,31 +159,13 @@ impl QueryCode {
     #[inline(always)]
     pub fn bounds(&self, code: CodeRef<'_>) -> (f32, f32) {
         let [scale, residual, code_norm] = [code.meta[0], code.meta[1], code.meta[2]];
-        let estimate = scale * dot_codes(&self.query, code.codes);
+        let estimate = scale * lane_dot(&self.query, code.codes);
         let size = self.norm * (scale * code_norm + residual);
         (
             estimate,
             self.norm * residual + MARGIN * size + f32::MIN_POSITIVE,
         )
     }
-}
-
-/// The query's dot product with a vector's codes, in `f32` with `LANES` independent partial
-/// sums (vectorisable without any CPU-specific code).
-#[inline(always)]
-fn dot_codes(q: &[f32], c: &[i8]) -> f32 {
-    let n = q.len().min(c.len());
-    let (q, c) = (&q[..n], &c[..n]);
-    let mut acc = [0.0f32; LANES];
-    let (cq, cc) = (q.chunks_exact(LANES), c.chunks_exact(LANES));
-    let (rq, rc) = (cq.remainder(), cc.remainder());
-    for (x, y) in cq.zip(cc) {
-        for i in 0..LANES {
-            acc[i] += x[i] * f32::from(y[i]);
-        }
-    }
-    let tail: f32 = rq.iter().zip(rc).map(|(x, y)| x * f32::from(*y)).sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]
