@@ -35,23 +35,23 @@ use super::{check_vector, VectorError};
 pub const CHUNK_VECTORS: usize = 4096;
 
 /// The open chunk being appended to.
-type Tail<T> = Arc<RwLock<Vec<T>>>;
+type Tail = Arc<RwLock<Vec<f32>>>;
 
 /// Code blocks by sealed chunk, `None` while one is being coded.
 type Codes = Arc<RwLock<Vec<Option<Arc<CodeBlock>>>>>;
 
-/// One column of per-vector rows of `width` elements, chunked as described above.
-struct Lane<T> {
+/// The vectors, rows of `width` components, chunked as described above.
+struct Lane {
     width: usize,
-    chunks: RwLock<Chunks<T>>,
+    chunks: RwLock<Chunks>,
 }
 
-struct Chunks<T> {
-    sealed: Vec<Arc<[T]>>,
-    tail: Tail<T>,
+struct Chunks {
+    sealed: Vec<Arc<[f32]>>,
+    tail: Tail,
 }
 
-impl<T: Copy> Lane<T> {
+impl Lane {
     fn new(width: usize) -> Self {
         let chunks = Chunks {
             sealed: Vec::new(),
@@ -64,7 +64,7 @@ impl<T: Copy> Lane<T> {
     }
 
     /// Appends row number `len`, sealing the full tail first. Caller holds the append lock.
-    fn append(&self, len: usize, row: &[T]) {
+    fn append(&self, len: usize, row: &[f32]) {
         debug_assert_eq!(row.len(), self.width);
         if len > 0 && len.is_multiple_of(CHUNK_VECTORS) {
             self.seal_tail(len / CHUNK_VECTORS);
@@ -77,7 +77,7 @@ impl<T: Copy> Lane<T> {
     /// Idempotent: does nothing once `want_sealed` chunks are sealed.
     fn seal_tail(&self, want_sealed: usize) {
         let old_tail = Arc::clone(&self.chunks.read().tail);
-        let block: Arc<[T]> = Arc::from(old_tail.read().as_slice());
+        let block: Arc<[f32]> = Arc::from(old_tail.read().as_slice());
         let mut chunks = self.chunks.write();
         if chunks.sealed.len() < want_sealed {
             chunks.sealed.push(block);
@@ -92,7 +92,7 @@ impl<T: Copy> Lane<T> {
 /// vector it keeps its 8-bit code ([`quant`]), which broad scopes scan first.
 pub struct VectorStore {
     dim: usize,
-    vectors: Lane<f32>,
+    vectors: Lane,
     /// The code block of each sealed chunk, once coded (see [`VectorStore::push`]).
     codes: Codes,
     len: AtomicUsize,
@@ -213,14 +213,14 @@ impl VectorStore {
 }
 
 /// An empty tail with room for a whole chunk, so appends never reallocate it.
-fn new_tail<T>(width: usize) -> Tail<T> {
+fn new_tail(width: usize) -> Tail {
     Arc::new(RwLock::new(Vec::with_capacity(CHUNK_VECTORS * width)))
 }
 
 /// The next tail after `old` was sealed: `old`'s buffer, emptied, when no snapshot still
 /// holds it (its memory is already mapped: a restart's replay then touches each vector's
 /// memory once, in its sealed chunk), else a fresh one.
-fn reuse_tail<T>(old: Tail<T>, width: usize) -> Tail<T> {
+fn reuse_tail(old: Tail, width: usize) -> Tail {
     match Arc::try_unwrap(old) {
         Ok(lock) => {
             let mut buf = lock.into_inner();
@@ -231,21 +231,21 @@ fn reuse_tail<T>(old: Tail<T>, width: usize) -> Tail<T> {
     }
 }
 
-/// Read view of one lane.
-struct LaneSnapshot<T> {
+/// Read view of the vectors.
+struct LaneSnapshot {
     width: usize,
-    sealed: Vec<Arc<[T]>>,
-    tail: Tail<T>,
+    sealed: Vec<Arc<[f32]>>,
+    tail: Tail,
 }
 
-/// Lazily read-locked tail of one lane, for a [`Reader`].
-struct LaneReader<'a, T> {
-    snap: &'a LaneSnapshot<T>,
-    tail: OnceCell<RwLockReadGuard<'a, Vec<T>>>,
+/// Lazily read-locked tail of the vectors, for a [`Reader`].
+struct LaneReader<'a> {
+    snap: &'a LaneSnapshot,
+    tail: OnceCell<RwLockReadGuard<'a, Vec<f32>>>,
 }
 
-impl<'a, T> LaneReader<'a, T> {
-    fn new(snap: &'a LaneSnapshot<T>) -> Self {
+impl<'a> LaneReader<'a> {
+    fn new(snap: &'a LaneSnapshot) -> Self {
         LaneReader {
             snap,
             tail: OnceCell::new(),
@@ -254,9 +254,9 @@ impl<'a, T> LaneReader<'a, T> {
 
     #[inline(always)]
     /// Row `id`, which the caller has checked is below the snapshot's length.
-    fn row(&self, id: usize) -> Option<&[T]> {
+    fn row(&self, id: usize) -> Option<&[f32]> {
         let (chunk, offset) = (id / CHUNK_VECTORS, (id % CHUNK_VECTORS) * self.snap.width);
-        let data: &[T] = match self.snap.sealed.get(chunk) {
+        let data: &[f32] = match self.snap.sealed.get(chunk) {
             Some(block) => block,
             None => self.tail.get_or_init(|| self.snap.tail.read()).as_slice(),
         };
@@ -267,12 +267,12 @@ impl<'a, T> LaneReader<'a, T> {
 /// Read view of a [`VectorStore`]; see [`VectorStore::snapshot`].
 pub(super) struct Snapshot {
     len: usize,
-    vectors: LaneSnapshot<f32>,
+    vectors: LaneSnapshot,
     codes: Vec<Option<Arc<CodeBlock>>>,
 }
 
 impl Snapshot {
-    /// A reader for a batch of lookups; it read-locks each lane's tail chunk at
+    /// A reader for a batch of lookups; it read-locks the tail chunk at
     /// most once, on first use, and holds it until dropped, so keep readers short.
     pub(super) fn reader(&self) -> Reader<'_> {
         Reader {
@@ -286,7 +286,7 @@ impl Snapshot {
 /// Batch lookup handle over a [`Snapshot`] (not shared between threads).
 pub(super) struct Reader<'a> {
     len: usize,
-    vectors: LaneReader<'a, f32>,
+    vectors: LaneReader<'a>,
     codes: &'a [Option<Arc<CodeBlock>>],
 }
 
