@@ -257,6 +257,12 @@ impl Access {
         })
     }
 
+    /// [`Access::new`] under a short read lock of the shared table. Numbers are never
+    /// reused, so the access stays right after the lock is released.
+    fn of(shared: &Shared, grant: &TenantGrant) -> Option<Self> {
+        Access::new(&shared.table.read(), grant)
+    }
+
     /// Whether the grant may see the event (tenant, actor, privacy class).
     fn allows(&self, h: &Head) -> bool {
         h.tenant == self.tenant
@@ -271,13 +277,10 @@ impl Access {
 /// Candidates per rayon task when checking visibility (below one task, no fan-out).
 const VISIBLE_CHUNK: usize = 4096;
 
-/// The heads of the candidates the grant may see, in `ids` order. Heads are read from one
+/// The heads of the candidates `access` may see, in `ids` order. Heads are read from one
 /// dense array, on both cores for broad scopes.
-fn visible(shared: &Shared, grant: &TenantGrant, ids: &[u32], vis: &Visibility) -> Vec<Head> {
+fn visible(shared: &Shared, access: &Access, ids: &[u32], vis: &Visibility) -> Vec<Head> {
     let table = shared.table.read();
-    let Some(access) = Access::new(&table, grant) else {
-        return Vec::new();
-    };
     let view = View::new(vis);
     let keep = |id: &u32| Some(table.head(*id)).filter(|h| view.shows(h) && access.allows(h));
     if ids.len() <= VISIBLE_CHUNK {
@@ -338,7 +341,7 @@ fn stale_by(
 fn apply_staleness(
     shared: &Shared,
     config: &RecallConfig,
-    grant: &TenantGrant,
+    access: &Access,
     heads: Vec<Head>,
     vis: &Visibility,
     keep: bool,
@@ -349,14 +352,11 @@ fn apply_staleness(
         min_similarity: config.stale_min_similarity,
     };
     let table = shared.table.read();
-    let Some(access) = Access::new(&table, grant) else {
-        return (Vec::new(), HashMap::new());
-    };
     let view = View::new(vis);
     let mut marks = HashMap::new();
     let mut out = Vec::with_capacity(heads.len());
     for h in heads {
-        match stale_by(&table, &ctx, &h, &access, &view) {
+        match stale_by(&table, &ctx, &h, access, &view) {
             Some(by) if keep => {
                 if let Some(newer) = table.get(by) {
                     marks.insert(h.doc, newer.event.event_id.clone());
@@ -399,15 +399,14 @@ pub fn recall_ranked(
         as_of: req.as_of,
         now,
     };
-    let heads = visible(shared, grant, &ids, &vis);
-    let (heads, stale) = apply_staleness(
-        shared,
-        &config.recall,
-        grant,
-        heads,
-        &vis,
-        req.include_stale,
-    );
+    let (heads, stale) = match Access::of(shared, grant) {
+        Some(access) => {
+            let heads = visible(shared, &access, &ids, &vis);
+            let keep = req.include_stale;
+            apply_staleness(shared, &config.recall, &access, heads, &vis, keep)
+        }
+        None => (Vec::new(), HashMap::new()),
+    };
     let ctx = RankCtx {
         shared,
         rank,
@@ -878,7 +877,8 @@ pub fn timeline(
         as_of: q.as_of,
         now: Timestamp::now(),
     };
-    let heads = visible(shared, grant, &ids, &vis);
+    let heads =
+        Access::of(shared, grant).map_or_else(Vec::new, |a| visible(shared, &a, &ids, &vis));
     let mut entries: Vec<Arc<Entry>> = {
         let table = shared.table.read();
         heads
