@@ -116,6 +116,9 @@ pub struct Head {
     pub source: u64,
     /// Subject list ([`Entry::subject`]), or [`NONE`].
     pub subject: u32,
+    /// Its actor is one of its resource refs: the subject speaking for itself, which
+    /// outdates what other actors noted about it ([`SubjectRule`]).
+    pub self_stated: bool,
     /// Status.
     pub status: EventStatus,
     /// Source trust.
@@ -144,6 +147,7 @@ impl Head {
             project: NONE,
             source: NO_SOURCE,
             subject: NONE,
+            self_stated: false,
             status: EventStatus::PendingReview,
             trust: SourceTrust::UntrustedContent,
             confidence: Confidence::Low,
@@ -213,6 +217,11 @@ pub enum Slot {
 }
 
 /// Which fields define an event's subject for stale suppression.
+///
+/// With both `actor` and `resources`, the actor is not part of the subject's key: a newer
+/// event outdates an older one of the same key when it has the same actor *or* its actor is
+/// one of its resources (the customer's own request outdates an agent's older note about the
+/// customer), which [`SubjectRule::actor_checked_on_read`] tells the reader to check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubjectRule {
     /// Same actor.
@@ -246,13 +255,18 @@ impl SubjectRule {
         self.actor || self.event_type || self.resources
     }
 
+    /// Whether the actor condition is checked when reading, because the key leaves it out.
+    pub fn actor_checked_on_read(&self) -> bool {
+        self.actor && self.resources
+    }
+
     /// The subject key of an event, or `None` when it has no subject under this rule.
     pub fn key(&self, e: &StoredEvent) -> Option<String> {
         if !self.enabled() || (self.resources && e.resource_refs.is_empty()) {
             return None;
         }
         let mut key = e.tenant_id.clone();
-        if self.actor {
+        if self.actor && !self.actor_checked_on_read() {
             key.push('\u{1f}');
             key.push_str(&e.actor_id);
         }
@@ -387,6 +401,7 @@ impl Table {
                 .map_or(NONE, |p| self.projects.number(p)),
             source: ev.source_refs.first().map_or(NO_SOURCE, |s| source_hash(s)),
             subject: e.subject.unwrap_or(NONE),
+            self_stated: ev.resource_refs.contains(&ev.actor_id),
             status: ev.status,
             trust: ev.source_trust,
             confidence: ev.confidence,
@@ -532,6 +547,11 @@ impl Table {
         Some(entry)
     }
 
+    /// The rule subjects are keyed by.
+    pub fn subject_rule(&self) -> SubjectRule {
+        self.rule
+    }
+
     /// Live docs of subject list `subject` ([`Head::subject`]), or none.
     pub fn subject_docs(&self, subject: u32) -> &[u32] {
         self.subjects
@@ -615,5 +635,37 @@ mod tests {
             "a deleted event belongs to no tenant"
         );
         assert_eq!(t.head(99).tenant, NONE);
+    }
+
+    #[test]
+    fn subjects_leave_the_actor_to_the_reader_when_keyed_by_resources() {
+        let about = |actor: &str| {
+            let mut e = event(actor, actor, "s1");
+            e.resource_refs = vec!["cust-7".into()];
+            e
+        };
+        let (agent, customer) = (about("agent"), about("cust-7"));
+        let default = SubjectRule::default();
+        assert!(default.actor_checked_on_read());
+        assert_eq!(default.key(&agent), default.key(&customer));
+        let actor_only = SubjectRule {
+            actor: true,
+            ..SubjectRule::OFF
+        };
+        assert!(!actor_only.actor_checked_on_read());
+        assert_ne!(actor_only.key(&agent), actor_only.key(&customer));
+        assert_eq!(
+            default.key(&event("x", "agent", "s1")),
+            None,
+            "no resources"
+        );
+
+        let mut t = Table::new(default);
+        t.push(entry(0, agent));
+        t.push(entry(1, customer));
+        let (a, c) = (t.head(0), t.head(1));
+        assert_eq!(a.subject, c.subject);
+        assert!(!a.self_stated && c.self_stated);
+        assert_eq!(t.subject_docs(a.subject), &[0, 1]);
     }
 }

@@ -297,6 +297,8 @@ fn visible(shared: &Shared, access: &Access, ids: &[u32], vis: &Visibility) -> V
 struct StaleCtx<'a> {
     vectors: &'a VectorStore,
     min_similarity: f32,
+    /// The subject rule leaves the actor out of the key ([`crate::engine::SubjectRule::actor_checked_on_read`]).
+    actor_on_read: bool,
 }
 
 impl StaleCtx<'_> {
@@ -312,32 +314,50 @@ impl StaleCtx<'_> {
     }
 }
 
-/// The newest event on the same subject that the grant may see, is active in the view and
-/// occurred later.
-fn stale_by(
-    table: &Table,
-    ctx: &StaleCtx<'_>,
-    h: &Head,
-    access: &Access,
-    view: &View,
-) -> Option<u32> {
-    if h.subject == NONE {
-        return None;
-    }
-    table
-        .subject_docs(h.subject)
+/// One active event of a subject, as staleness needs it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Later {
+    occurred_ms: i64,
+    doc: u32,
+    actor: u32,
+    self_stated: bool,
+}
+
+/// The events of one subject that the grant may see and that are active in the view, newest
+/// first by `(occurredAt, doc)`.
+fn subject_active(table: &Table, subject: u32, access: &Access, view: &View) -> Vec<Later> {
+    let mut docs: Vec<Later> = table
+        .subject_docs(subject)
         .iter()
-        .filter(|d| **d != h.doc)
         .map(|d| table.head(*d))
-        .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
-        .filter(|o| view.status(o) == Some(EventStatus::Active))
-        .filter(|o| ctx.similar(h.doc, o.doc))
-        .max_by_key(|o| (o.occurred_ms, o.doc))
+        .filter(|o| access.allows(o) && view.status(o) == Some(EventStatus::Active))
+        .map(|o| Later {
+            occurred_ms: o.occurred_ms,
+            doc: o.doc,
+            actor: o.actor,
+            self_stated: o.self_stated,
+        })
+        .collect();
+    docs.sort_unstable_by(|a, b| b.cmp(a));
+    docs
+}
+
+/// The newest event of `newest_first` (its subject's active events) that occurred after `h`,
+/// speaks for the subject (same actor, or the subject itself when the rule checks actors on
+/// read) and is about the same thing.
+fn stale_by(ctx: &StaleCtx<'_>, h: &Head, newest_first: &[Later]) -> Option<u32> {
+    newest_first
+        .iter()
+        .take_while(|o| o.occurred_ms > h.occurred_ms)
+        .filter(|o| o.doc != h.doc)
+        .filter(|o| !ctx.actor_on_read || o.actor == h.actor || o.self_stated)
         .map(|o| o.doc)
+        .find(|doc| ctx.similar(h.doc, *doc))
 }
 
 /// Splits stale events out (dropped, or kept and marked with the newer event's id when
-/// `keep`).
+/// `keep`). Each subject's active events are listed once per query, however many candidates
+/// share it.
 fn apply_staleness(
     shared: &Shared,
     config: &RecallConfig,
@@ -347,16 +367,26 @@ fn apply_staleness(
     keep: bool,
 ) -> (Vec<Head>, HashMap<u32, String>) {
     let vectors = shared.vectors.load();
+    let table = shared.table.read();
     let ctx = StaleCtx {
         vectors: &vectors,
         min_similarity: config.stale_min_similarity,
+        actor_on_read: table.subject_rule().actor_checked_on_read(),
     };
-    let table = shared.table.read();
     let view = View::new(vis);
+    let mut subjects: HashMap<u32, Vec<Later>> = HashMap::new();
     let mut marks = HashMap::new();
     let mut out = Vec::with_capacity(heads.len());
     for h in heads {
-        match stale_by(&table, &ctx, &h, access, &view) {
+        let by = (h.subject != NONE)
+            .then(|| {
+                let newest_first = subjects
+                    .entry(h.subject)
+                    .or_insert_with(|| subject_active(&table, h.subject, access, &view));
+                stale_by(&ctx, &h, newest_first)
+            })
+            .flatten();
+        match by {
             Some(by) if keep => {
                 if let Some(newer) = table.get(by) {
                     marks.insert(h.doc, newer.event.event_id.clone());

@@ -17,14 +17,14 @@ fn suite_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/scenarios")
 }
 
-/// Failures the engine has today, by kind and scenario (see the PR report):
-/// - `stale`: stale suppression keys subjects on the actor, so an agent's older note about a
-///   customer's preference is not suppressed by the customer's own newer statement.
+/// Failures the engine has today, by kind and scenario: none.
 ///
 /// Resolved (no longer pinned): `unsafe_write` ev-02/ev-03/ev-10 and `observe_false_store`
 /// ev-02/ev-10 (credentials are now denied by the write policy and ignored by the observer,
-/// `episodic::credentials`), and `observe_false_store` un-06 (a bare `ping` from a tool).
-const KNOWN: [(&str, &str); 1] = [("stale", "st-07-agent-note-vs-customer")];
+/// `episodic::credentials`), `observe_false_store` un-06 (a bare `ping` from a tool), and
+/// `stale` st-07 (subjects no longer include the actor, so a customer's own newer statement
+/// outdates an agent's older note about the same customer).
+const KNOWN: [(&str, &str); 0] = [];
 
 #[test]
 fn scenario_suite_meets_the_seed_targets() {
@@ -50,11 +50,10 @@ fn scenario_suite_meets_the_seed_targets() {
     assert!(m.write_recall >= 0.95, "{table}");
     assert!(m.write_precision >= 0.95, "{table}");
     assert_eq!(m.unsafe_writes.failures, 0, "{table}");
-    // Known miss: 1 stale recall (st-07).
-    assert!(m.stale_recall.failures <= 1, "{table}");
+    assert_eq!(m.stale_recall.failures, 0, "{table}");
     // Relevance floors slightly below the measured figures (the run is deterministic).
-    assert!(m.relevance.recall_at_5 >= 0.93, "{table}");
-    assert!(m.relevance.ndcg_at_5 >= 0.93, "{table}");
+    assert!(m.relevance.recall_at_5 >= 0.94, "{table}");
+    assert!(m.relevance.ndcg_at_5 >= 0.94, "{table}");
     let known: BTreeSet<(String, String)> = KNOWN
         .iter()
         .map(|(k, s)| (k.to_string(), s.to_string()))

@@ -163,6 +163,80 @@ async fn stale_events_are_hidden_even_when_recorded_late() {
 }
 
 #[tokio::test]
+async fn a_subjects_own_statement_outdates_other_actors_notes_about_it() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let about = |actor: &str, summary: &str, at: &str| {
+        with(
+            event(actor, summary, at),
+            "resourceRefs",
+            json!(["cust-7710"]),
+        )
+    };
+    let note = app
+        .write_ok(
+            &key,
+            about(
+                "agent-paula",
+                "Customer 7710 wants deliveries on Saturday mornings",
+                "2026-09-01T12:00:00Z",
+            ),
+        )
+        .await;
+    let other_note = app
+        .write_ok(
+            &key,
+            about(
+                "agent-omar",
+                "Customer 7710 wants deliveries left at the back door",
+                "2026-09-15T12:00:00Z",
+            ),
+        )
+        .await;
+    // One agent's later note does not outdate another agent's ...
+    let notes = app
+        .recall(
+            &key,
+            json!({"query": "customer 7710 deliveries", "limit": 10}),
+        )
+        .await;
+    let mut ids = result_ids(&notes);
+    ids.sort();
+    let mut want = vec![note.clone(), other_note.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    let own = app
+        .write_ok(
+            &key,
+            about(
+                "cust-7710",
+                "Please deliver on Thursday evenings from now on",
+                "2026-10-10T18:00:00Z",
+            ),
+        )
+        .await;
+    let recall = app
+        .recall(
+            &key,
+            json!({"query": "customer 7710 deliveries", "limit": 10, "includeStale": true}),
+        )
+        .await;
+    let stale_by = |id: &str| {
+        recall["results"]
+            .as_array()
+            .and_then(|r| r.iter().find(|h| h["event"]["eventId"] == id))
+            .map(|h| (h["stale"].clone(), h["staleBy"].clone()))
+    };
+    // ... but the customer's own request outdates both agents' notes about the customer.
+    assert_eq!(stale_by(&note), Some((json!(true), json!(own.clone()))));
+    assert_eq!(
+        stale_by(&other_note),
+        Some((json!(true), json!(own.clone())))
+    );
+    assert_eq!(stale_by(&own).map(|s| s.0), Some(json!(false)));
+}
+
+#[tokio::test]
 async fn delete_is_immediate_idempotent_and_operator_only() {
     let app = App::new();
     let key = app.key("acme").await;
