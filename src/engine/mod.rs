@@ -222,6 +222,7 @@ pub(crate) fn apply_put(
         key_id: put.key_id,
         decision: put.decision,
         subject: None,
+        voice: None,
         tenant: 0,
     };
     if index {

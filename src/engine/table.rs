@@ -10,7 +10,7 @@
 //! one see a consistent event.
 //!
 //! Next to every slot the table keeps a [`Head`]: the few facts recall filters and ranks by,
-//! copied into one dense array, so that a broad scope reads 64 bytes per candidate from
+//! copied into one dense array, so that a broad scope reads 72 bytes per candidate from
 //! contiguous memory instead of following a pointer to each entry. `heads[doc]` always
 //! describes `slots[doc]` (both change only in `place`); actor and project strings are
 //! numbered once (per table, never reused), so equal numbers mean equal strings. Sources are
@@ -48,12 +48,20 @@ pub struct Entry {
     pub decision: Decision,
     /// Index of its subject list (stale suppression), assigned by [`Table::push`].
     pub subject: Option<u32>,
+    /// Index of the list of events its subject stated itself ([`SubjectRule::voice_key`]),
+    /// assigned by [`Table::push`]; the entry is in that list only when it is one of them.
+    pub voice: Option<u32>,
     /// Its tenant's number in the table ([`Table::tenant_number`]), assigned by
     /// [`Table::push`]: equal numbers mean equal tenant ids.
     pub tenant: u32,
 }
 
 impl Entry {
+    /// Its actor is one of its resource refs: the subject speaking for itself.
+    pub fn self_stated(&self) -> bool {
+        self.event.resource_refs.contains(&self.event.actor_id)
+    }
+
     /// The document the scope index holds for this entry.
     pub fn scope_doc(&self) -> ScopeDoc<'_> {
         ScopeDoc {
@@ -116,9 +124,8 @@ pub struct Head {
     pub source: u64,
     /// Subject list ([`Entry::subject`]), or [`NONE`].
     pub subject: u32,
-    /// Its actor is one of its resource refs: the subject speaking for itself, which
-    /// outdates what other actors noted about it ([`SubjectRule`]).
-    pub self_stated: bool,
+    /// Voice list ([`Entry::voice`]), or [`NONE`].
+    pub voice: u32,
     /// Status.
     pub status: EventStatus,
     /// Source trust.
@@ -131,10 +138,11 @@ pub struct Head {
     pub occurred_ms: i64,
     /// `recordedAt` ([`Timestamp::unix_nanos_saturating`]).
     pub recorded_ns: i64,
-    /// Retention expiry (saturating unix ns), `None` when it never expires.
-    pub expires_ns: Option<i64>,
-    /// When it was superseded (saturating unix ns).
-    pub superseded_ns: Option<i64>,
+    /// Retention expiry (saturating unix ns), `i64::MAX` when it never expires.
+    pub expires_ns: i64,
+    /// When it was superseded (saturating unix ns), `i64::MIN` when not or not known (plain
+    /// integers rather than options keep a head at 72 bytes).
+    pub superseded_ns: i64,
 }
 
 impl Head {
@@ -147,15 +155,15 @@ impl Head {
             project: NONE,
             source: NO_SOURCE,
             subject: NONE,
-            self_stated: false,
+            voice: NONE,
             status: EventStatus::PendingReview,
             trust: SourceTrust::UntrustedContent,
             confidence: Confidence::Low,
             privacy: PrivacyClass::Sensitive,
             occurred_ms: 0,
             recorded_ns: 0,
-            expires_ns: Some(i64::MIN),
-            superseded_ns: None,
+            expires_ns: i64::MIN,
+            superseded_ns: i64::MIN,
         }
     }
 
@@ -218,10 +226,10 @@ pub enum Slot {
 
 /// Which fields define an event's subject for stale suppression.
 ///
-/// With both `actor` and `resources`, the actor is not part of the subject's key: a newer
-/// event outdates an older one of the same key when it has the same actor *or* its actor is
-/// one of its resources (the customer's own request outdates an agent's older note about the
-/// customer), which [`SubjectRule::actor_checked_on_read`] tells the reader to check.
+/// With both `actor` and `resources`, the subject also speaks for itself: an event whose actor
+/// is one of its own resources (the customer's own request) outdates older events of the
+/// same type and resources by any actor (an agent's note about the customer). Such events
+/// are listed under [`SubjectRule::voice_key`] too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubjectRule {
     /// Same actor.
@@ -255,9 +263,18 @@ impl SubjectRule {
         self.actor || self.event_type || self.resources
     }
 
-    /// Whether the actor condition is checked when reading, because the key leaves it out.
-    pub fn actor_checked_on_read(&self) -> bool {
-        self.actor && self.resources
+    /// The key of the events that state, by their own actor, what this event's type and
+    /// resources say: `None` unless the rule has both `actor` and `resources` and the event
+    /// has resources. Distinct from every [`SubjectRule::key`] (it starts with a marker).
+    pub fn voice_key(&self, e: &StoredEvent) -> Option<String> {
+        if !(self.actor && self.resources) || e.resource_refs.is_empty() {
+            return None;
+        }
+        let rule = SubjectRule {
+            actor: false,
+            ..*self
+        };
+        rule.key(e).map(|k| format!("\u{1d}{k}"))
     }
 
     /// The subject key of an event, or `None` when it has no subject under this rule.
@@ -266,7 +283,7 @@ impl SubjectRule {
             return None;
         }
         let mut key = e.tenant_id.clone();
-        if self.actor && !self.actor_checked_on_read() {
+        if self.actor {
             key.push('\u{1f}');
             key.push_str(&e.actor_id);
         }
@@ -401,7 +418,7 @@ impl Table {
                 .map_or(NONE, |p| self.projects.number(p)),
             source: ev.source_refs.first().map_or(NO_SOURCE, |s| source_hash(s)),
             subject: e.subject.unwrap_or(NONE),
-            self_stated: ev.resource_refs.contains(&ev.actor_id),
+            voice: e.voice.unwrap_or(NONE),
             status: ev.status,
             trust: ev.source_trust,
             confidence: ev.confidence,
@@ -411,8 +428,10 @@ impl Table {
             expires_ns: ev
                 .retention
                 .expires_at
-                .map(Timestamp::unix_nanos_saturating),
-            superseded_ns: ev.superseded_at.map(Timestamp::unix_nanos_saturating),
+                .map_or(i64::MAX, Timestamp::unix_nanos_saturating),
+            superseded_ns: ev
+                .superseded_at
+                .map_or(i64::MIN, Timestamp::unix_nanos_saturating),
         }
     }
 
@@ -441,6 +460,13 @@ impl Table {
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
             self.subjects[s as usize].push(doc);
+        }
+        entry.voice = self
+            .rule
+            .voice_key(&entry.event)
+            .map(|k| self.subject_id(k));
+        if let Some(v) = entry.voice.filter(|_| entry.self_stated()) {
+            self.subjects[v as usize].push(doc);
         }
         if entry.event.retention.expires_at.is_some() {
             self.expiring.push(doc);
@@ -528,11 +554,10 @@ impl Table {
     /// Deletes a live event, keeping only a tombstone; returns the removed entry.
     pub fn delete(&mut self, tenant: &str, event_id: &str, at: Timestamp) -> Option<Arc<Entry>> {
         let entry = Arc::clone(self.find(tenant, event_id)?);
-        if let Some(list) = entry
-            .subject
-            .and_then(|s| self.subjects.get_mut(s as usize))
-        {
-            list.retain(|d| *d != entry.doc);
+        for s in [entry.subject, entry.voice].into_iter().flatten() {
+            if let Some(list) = self.subjects.get_mut(s as usize) {
+                list.retain(|d| *d != entry.doc);
+            }
         }
         self.expiring.retain(|d| *d != entry.doc);
         self.push_tombstone(Tombstone {
@@ -547,12 +572,8 @@ impl Table {
         Some(entry)
     }
 
-    /// The rule subjects are keyed by.
-    pub fn subject_rule(&self) -> SubjectRule {
-        self.rule
-    }
-
-    /// Live docs of subject list `subject` ([`Head::subject`]), or none.
+    /// Live docs of subject or voice list `subject` ([`Head::subject`], [`Head::voice`]), or
+    /// none.
     pub fn subject_docs(&self, subject: u32) -> &[u32] {
         self.subjects
             .get(subject as usize)
@@ -605,6 +626,7 @@ mod tests {
                 reason: "ok".into(),
             },
             subject: None,
+            voice: None,
             tenant: 0,
         }
     }
@@ -626,7 +648,7 @@ mod tests {
         let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
         assert!(t.mark_superseded("acme", "a", "b", at));
         assert_eq!(t.head(0).status, EventStatus::Superseded);
-        assert_eq!(t.head(0).superseded_ns, Some(at.unix_nanos_saturating()));
+        assert_eq!(t.head(0).superseded_ns, at.unix_nanos_saturating());
 
         t.delete("acme", "b", at).expect("deleted");
         assert_eq!(
@@ -638,7 +660,12 @@ mod tests {
     }
 
     #[test]
-    fn subjects_leave_the_actor_to_the_reader_when_keyed_by_resources() {
+    fn a_head_stays_small() {
+        assert_eq!(std::mem::size_of::<Head>(), 72);
+    }
+
+    #[test]
+    fn a_subject_speaking_for_itself_is_listed_under_its_voice() {
         let about = |actor: &str| {
             let mut e = event(actor, actor, "s1");
             e.resource_refs = vec!["cust-7".into()];
@@ -646,26 +673,31 @@ mod tests {
         };
         let (agent, customer) = (about("agent"), about("cust-7"));
         let default = SubjectRule::default();
-        assert!(default.actor_checked_on_read());
-        assert_eq!(default.key(&agent), default.key(&customer));
-        let actor_only = SubjectRule {
-            actor: true,
-            ..SubjectRule::OFF
+        assert_ne!(default.key(&agent), default.key(&customer));
+        assert_eq!(default.voice_key(&agent), default.voice_key(&customer));
+        assert_ne!(default.voice_key(&agent), default.key(&agent));
+        let no_actor = SubjectRule {
+            actor: false,
+            ..default
         };
-        assert!(!actor_only.actor_checked_on_read());
-        assert_ne!(actor_only.key(&agent), actor_only.key(&customer));
-        assert_eq!(
-            default.key(&event("x", "agent", "s1")),
-            None,
-            "no resources"
-        );
+        assert_eq!(no_actor.voice_key(&agent), None);
+        let bare = event("x", "agent", "s1");
+        assert_eq!((default.key(&bare), default.voice_key(&bare)), (None, None));
 
         let mut t = Table::new(default);
         t.push(entry(0, agent));
         t.push(entry(1, customer));
         let (a, c) = (t.head(0), t.head(1));
-        assert_eq!(a.subject, c.subject);
-        assert!(!a.self_stated && c.self_stated);
-        assert_eq!(t.subject_docs(a.subject), &[0, 1]);
+        assert_ne!(a.subject, c.subject);
+        assert_eq!(a.voice, c.voice);
+        assert_eq!(t.subject_docs(a.subject), &[0]);
+        assert_eq!(
+            t.subject_docs(a.voice),
+            &[1],
+            "only the customer speaks for itself"
+        );
+        let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
+        t.delete("acme", "cust-7", at).expect("deleted");
+        assert!(t.subject_docs(a.voice).is_empty());
     }
 }

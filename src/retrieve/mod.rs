@@ -209,15 +209,15 @@ impl View {
     /// An event's status as the view sees it, or `None` when invisible (expired, pending
     /// review, recorded after `as_of`, or an empty or deleted slot).
     fn status(&self, h: &Head) -> Option<EventStatus> {
-        let expired = h.expires_ns.is_some_and(|t| t <= self.now_ns);
+        let expired = h.expires_ns <= self.now_ns;
         if expired || self.as_of_ns.is_some_and(|t| h.recorded_ns > t) {
             return None;
         }
         match h.status {
             EventStatus::Active => Some(EventStatus::Active),
             EventStatus::PendingReview => None,
-            EventStatus::Superseded => match (self.as_of_ns, h.superseded_ns) {
-                (Some(t), Some(at)) if at > t => Some(EventStatus::Active),
+            EventStatus::Superseded => match self.as_of_ns {
+                Some(t) if h.superseded_ns > t => Some(EventStatus::Active),
                 _ => Some(EventStatus::Superseded),
             },
         }
@@ -297,8 +297,6 @@ fn visible(shared: &Shared, access: &Access, ids: &[u32], vis: &Visibility) -> V
 struct StaleCtx<'a> {
     vectors: &'a VectorStore,
     min_similarity: f32,
-    /// The subject rule leaves the actor out of the key ([`crate::engine::SubjectRule::actor_checked_on_read`]).
-    actor_on_read: bool,
 }
 
 impl StaleCtx<'_> {
@@ -314,50 +312,31 @@ impl StaleCtx<'_> {
     }
 }
 
-/// One active event of a subject, as staleness needs it.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Later {
-    occurred_ms: i64,
-    doc: u32,
-    actor: u32,
-    self_stated: bool,
-}
-
-/// The events of one subject that the grant may see and that are active in the view, newest
-/// first by `(occurredAt, doc)`.
-fn subject_active(table: &Table, subject: u32, access: &Access, view: &View) -> Vec<Later> {
-    let mut docs: Vec<Later> = table
-        .subject_docs(subject)
-        .iter()
+/// The newest event that the grant may see, is active in the view, occurred later and is
+/// about the same thing, on the same subject (same actor) or in its voice (stated by the
+/// subject itself).
+fn stale_by(
+    table: &Table,
+    ctx: &StaleCtx<'_>,
+    h: &Head,
+    access: &Access,
+    view: &View,
+) -> Option<u32> {
+    [h.subject, h.voice]
+        .into_iter()
+        .filter(|list| *list != NONE)
+        .flat_map(|list| table.subject_docs(list))
+        .filter(|d| **d != h.doc)
         .map(|d| table.head(*d))
-        .filter(|o| access.allows(o) && view.status(o) == Some(EventStatus::Active))
-        .map(|o| Later {
-            occurred_ms: o.occurred_ms,
-            doc: o.doc,
-            actor: o.actor,
-            self_stated: o.self_stated,
-        })
-        .collect();
-    docs.sort_unstable_by(|a, b| b.cmp(a));
-    docs
-}
-
-/// The newest event of `newest_first` (its subject's active events) that occurred after `h`,
-/// speaks for the subject (same actor, or the subject itself when the rule checks actors on
-/// read) and is about the same thing.
-fn stale_by(ctx: &StaleCtx<'_>, h: &Head, newest_first: &[Later]) -> Option<u32> {
-    newest_first
-        .iter()
-        .take_while(|o| o.occurred_ms > h.occurred_ms)
-        .filter(|o| o.doc != h.doc)
-        .filter(|o| !ctx.actor_on_read || o.actor == h.actor || o.self_stated)
+        .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
+        .filter(|o| view.status(o) == Some(EventStatus::Active))
+        .filter(|o| ctx.similar(h.doc, o.doc))
+        .max_by_key(|o| (o.occurred_ms, o.doc))
         .map(|o| o.doc)
-        .find(|doc| ctx.similar(h.doc, *doc))
 }
 
 /// Splits stale events out (dropped, or kept and marked with the newer event's id when
-/// `keep`). Each subject's active events are listed once per query, however many candidates
-/// share it.
+/// `keep`).
 fn apply_staleness(
     shared: &Shared,
     config: &RecallConfig,
@@ -367,26 +346,16 @@ fn apply_staleness(
     keep: bool,
 ) -> (Vec<Head>, HashMap<u32, String>) {
     let vectors = shared.vectors.load();
-    let table = shared.table.read();
     let ctx = StaleCtx {
         vectors: &vectors,
         min_similarity: config.stale_min_similarity,
-        actor_on_read: table.subject_rule().actor_checked_on_read(),
     };
+    let table = shared.table.read();
     let view = View::new(vis);
-    let mut subjects: HashMap<u32, Vec<Later>> = HashMap::new();
     let mut marks = HashMap::new();
     let mut out = Vec::with_capacity(heads.len());
     for h in heads {
-        let by = (h.subject != NONE)
-            .then(|| {
-                let newest_first = subjects
-                    .entry(h.subject)
-                    .or_insert_with(|| subject_active(&table, h.subject, access, &view));
-                stale_by(&ctx, &h, newest_first)
-            })
-            .flatten();
-        match by {
+        match stale_by(&table, &ctx, &h, access, &view) {
             Some(by) if keep => {
                 if let Some(newer) = table.get(by) {
                     marks.insert(h.doc, newer.event.event_id.clone());
