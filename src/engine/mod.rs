@@ -222,7 +222,7 @@ pub(crate) fn apply_put(
         key_id: put.key_id,
         decision: put.decision,
         subject: None,
-        voice: None,
+        topic: NONE,
         tenant: 0,
     };
     if index {

@@ -48,9 +48,8 @@ pub struct Entry {
     pub decision: Decision,
     /// Index of its subject list (stale suppression), assigned by [`Table::push`].
     pub subject: Option<u32>,
-    /// Index of the list of events its subject stated itself ([`SubjectRule::voice_key`]),
-    /// assigned by [`Table::push`]; the entry is in that list only when it is one of them.
-    pub voice: Option<u32>,
+    /// Its [`SubjectRule::topic`], assigned by [`Table::push`].
+    pub topic: u32,
     /// Its tenant's number in the table ([`Table::tenant_number`]), assigned by
     /// [`Table::push`]: equal numbers mean equal tenant ids.
     pub tenant: u32,
@@ -124,8 +123,9 @@ pub struct Head {
     pub source: u64,
     /// Subject list ([`Entry::subject`]), or [`NONE`].
     pub subject: u32,
-    /// Voice list ([`Entry::voice`]), or [`NONE`].
-    pub voice: u32,
+    /// Its topic ([`SubjectRule::topic`]): under it the table lists the events that their
+    /// subject stated itself ([`Table::voice_docs`]).
+    pub topic: u32,
     /// Status.
     pub status: EventStatus,
     /// Source trust.
@@ -155,7 +155,7 @@ impl Head {
             project: NONE,
             source: NO_SOURCE,
             subject: NONE,
-            voice: NONE,
+            topic: NONE,
             status: EventStatus::PendingReview,
             trust: SourceTrust::UntrustedContent,
             confidence: Confidence::Low,
@@ -229,7 +229,7 @@ pub enum Slot {
 /// With both `actor` and `resources`, the subject also speaks for itself: an event whose actor
 /// is one of its own resources (the customer's own request) outdates older events of the
 /// same type and resources by any actor (an agent's note about the customer). Such events
-/// are listed under [`SubjectRule::voice_key`] too.
+/// are also listed by their [`SubjectRule::topic`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubjectRule {
     /// Same actor.
@@ -263,18 +263,31 @@ impl SubjectRule {
         self.actor || self.event_type || self.resources
     }
 
-    /// The key of the events that state, by their own actor, what this event's type and
-    /// resources say: `None` unless the rule has both `actor` and `resources` and the event
-    /// has resources. Distinct from every [`SubjectRule::key`] (it starts with a marker).
-    pub fn voice_key(&self, e: &StoredEvent) -> Option<String> {
-        if !(self.actor && self.resources) || e.resource_refs.is_empty() {
-            return None;
+    /// Whether subjects speak for themselves (`actor` and `resources` both selected).
+    pub fn voices(&self) -> bool {
+        self.actor && self.resources
+    }
+
+    /// A 32-bit hash of an event's key without the actor, when subjects speak for themselves
+    /// and the event has resources, else [`NONE`]. Equal keys give equal topics; unequal ones
+    /// may collide, so a match is confirmed with [`Table::same_topic`].
+    pub fn topic(&self, e: &StoredEvent) -> u32 {
+        if !self.voices() || e.resource_refs.is_empty() {
+            return NONE;
         }
-        let rule = SubjectRule {
+        let mut refs: Vec<&str> = e.resource_refs.iter().map(String::as_str).collect();
+        refs.sort_unstable();
+        refs.dedup();
+        let event_type = self.event_type.then_some(e.event_type.as_str());
+        let h = RandomState::with_seeds(5, 6, 7, 8).hash_one((&e.tenant_id, event_type, refs));
+        (h as u32).min(NONE - 1)
+    }
+
+    fn without_actor(&self) -> SubjectRule {
+        SubjectRule {
             actor: false,
             ..*self
-        };
-        rule.key(e).map(|k| format!("\u{1d}{k}"))
+        }
     }
 
     /// The subject key of an event, or `None` when it has no subject under this rule.
@@ -317,6 +330,8 @@ pub struct Table {
     by_id: Map<Box<str>, TenantIds>,
     subject_ids: Map<String, u32>,
     subjects: Vec<Vec<u32>>,
+    /// Topic → live events that their subject stated itself ([`SubjectRule::voices`]).
+    voices: Map<u32, Vec<u32>>,
     expiring: Vec<u32>,
     rule: SubjectRule,
     live: usize,
@@ -418,7 +433,7 @@ impl Table {
                 .map_or(NONE, |p| self.projects.number(p)),
             source: ev.source_refs.first().map_or(NO_SOURCE, |s| source_hash(s)),
             subject: e.subject.unwrap_or(NONE),
-            voice: e.voice.unwrap_or(NONE),
+            topic: e.topic,
             status: ev.status,
             trust: ev.source_trust,
             confidence: ev.confidence,
@@ -461,12 +476,9 @@ impl Table {
         if let Some(s) = entry.subject {
             self.subjects[s as usize].push(doc);
         }
-        entry.voice = self
-            .rule
-            .voice_key(&entry.event)
-            .map(|k| self.subject_id(k));
-        if let Some(v) = entry.voice.filter(|_| entry.self_stated()) {
-            self.subjects[v as usize].push(doc);
+        entry.topic = self.rule.topic(&entry.event);
+        if entry.topic != NONE && entry.self_stated() {
+            self.voices.entry(entry.topic).or_default().push(doc);
         }
         if entry.event.retention.expires_at.is_some() {
             self.expiring.push(doc);
@@ -554,9 +566,16 @@ impl Table {
     /// Deletes a live event, keeping only a tombstone; returns the removed entry.
     pub fn delete(&mut self, tenant: &str, event_id: &str, at: Timestamp) -> Option<Arc<Entry>> {
         let entry = Arc::clone(self.find(tenant, event_id)?);
-        for s in [entry.subject, entry.voice].into_iter().flatten() {
-            if let Some(list) = self.subjects.get_mut(s as usize) {
-                list.retain(|d| *d != entry.doc);
+        if let Some(list) = entry
+            .subject
+            .and_then(|s| self.subjects.get_mut(s as usize))
+        {
+            list.retain(|d| *d != entry.doc);
+        }
+        if let Some(list) = self.voices.get_mut(&entry.topic) {
+            list.retain(|d| *d != entry.doc);
+            if list.is_empty() {
+                self.voices.remove(&entry.topic);
             }
         }
         self.expiring.retain(|d| *d != entry.doc);
@@ -572,8 +591,25 @@ impl Table {
         Some(entry)
     }
 
-    /// Live docs of subject or voice list `subject` ([`Head::subject`], [`Head::voice`]), or
-    /// none.
+    /// Live docs that their subject stated itself under `topic` ([`Head::topic`]), or none;
+    /// a topic may collide with another's ([`Table::same_topic`]).
+    pub fn voice_docs(&self, topic: u32) -> &[u32] {
+        self.voices.get(&topic).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether live events `a` and `b` have the same key without the actor (confirms a
+    /// [`Head::topic`] match).
+    pub fn same_topic(&self, a: u32, b: u32) -> bool {
+        let rule = self.rule.without_actor();
+        match (self.get(a), self.get(b)) {
+            (Some(a), Some(b)) => rule
+                .key(&a.event)
+                .is_some_and(|k| rule.key(&b.event) == Some(k)),
+            _ => false,
+        }
+    }
+
+    /// Live docs of subject list `subject` ([`Head::subject`]), or none.
     pub fn subject_docs(&self, subject: u32) -> &[u32] {
         self.subjects
             .get(subject as usize)
@@ -626,7 +662,7 @@ mod tests {
                 reason: "ok".into(),
             },
             subject: None,
-            voice: None,
+            topic: NONE,
             tenant: 0,
         }
     }
@@ -665,7 +701,7 @@ mod tests {
     }
 
     #[test]
-    fn a_subject_speaking_for_itself_is_listed_under_its_voice() {
+    fn a_subject_speaking_for_itself_is_listed_under_its_topic() {
         let about = |actor: &str| {
             let mut e = event(actor, actor, "s1");
             e.resource_refs = vec!["cust-7".into()];
@@ -674,30 +710,34 @@ mod tests {
         let (agent, customer) = (about("agent"), about("cust-7"));
         let default = SubjectRule::default();
         assert_ne!(default.key(&agent), default.key(&customer));
-        assert_eq!(default.voice_key(&agent), default.voice_key(&customer));
-        assert_ne!(default.voice_key(&agent), default.key(&agent));
+        assert_eq!(default.topic(&agent), default.topic(&customer));
+        assert_ne!(default.topic(&agent), NONE);
         let no_actor = SubjectRule {
             actor: false,
             ..default
         };
-        assert_eq!(no_actor.voice_key(&agent), None);
+        assert_eq!(no_actor.topic(&agent), NONE);
         let bare = event("x", "agent", "s1");
-        assert_eq!((default.key(&bare), default.voice_key(&bare)), (None, None));
+        assert_eq!((default.key(&bare), default.topic(&bare)), (None, NONE));
 
         let mut t = Table::new(default);
         t.push(entry(0, agent));
         t.push(entry(1, customer));
+        let mut other = about("cust-8");
+        other.resource_refs = vec!["cust-8".into()];
+        t.push(entry(2, other));
         let (a, c) = (t.head(0), t.head(1));
         assert_ne!(a.subject, c.subject);
-        assert_eq!(a.voice, c.voice);
+        assert_eq!(a.topic, c.topic);
         assert_eq!(t.subject_docs(a.subject), &[0]);
         assert_eq!(
-            t.subject_docs(a.voice),
+            t.voice_docs(a.topic),
             &[1],
             "only the customer speaks for itself"
         );
+        assert!(t.same_topic(0, 1) && !t.same_topic(0, 2));
         let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
         t.delete("acme", "cust-7", at).expect("deleted");
-        assert!(t.subject_docs(a.voice).is_empty());
+        assert!(t.voice_docs(a.topic).is_empty());
     }
 }

@@ -313,8 +313,8 @@ impl StaleCtx<'_> {
 }
 
 /// The newest event that the grant may see, is active in the view, occurred later and is
-/// about the same thing, on the same subject (same actor) or in its voice (stated by the
-/// subject itself).
+/// about the same thing: on the same subject (same actor), or stated by the subject itself
+/// on the same topic.
 fn stale_by(
     table: &Table,
     ctx: &StaleCtx<'_>,
@@ -322,14 +322,15 @@ fn stale_by(
     access: &Access,
     view: &View,
 ) -> Option<u32> {
-    [h.subject, h.voice]
-        .into_iter()
-        .filter(|list| *list != NONE)
-        .flat_map(|list| table.subject_docs(list))
+    table
+        .subject_docs(h.subject)
+        .iter()
+        .chain(table.voice_docs(h.topic))
         .filter(|d| **d != h.doc)
         .map(|d| table.head(*d))
         .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
         .filter(|o| view.status(o) == Some(EventStatus::Active))
+        .filter(|o| o.subject == h.subject || table.same_topic(h.doc, o.doc))
         .filter(|o| ctx.similar(h.doc, o.doc))
         .max_by_key(|o| (o.occurred_ms, o.doc))
         .map(|o| o.doc)
