@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use ahash::RandomState;
 
-use crate::index::scope::ScopeDoc;
+use crate::index::scope::{ScopeDoc, ScopeFilter};
 use crate::model::{
     Confidence, Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp,
 };
@@ -463,6 +463,19 @@ impl Table {
         self.actors.names.get(n as usize).map(|s| &**s)
     }
 
+    /// Whether an event the table held could match `filter` by its names: `false` when the
+    /// tenant never had an event, or none of the filter's actors, or none of its projects,
+    /// was ever seen. Names are numbered once and never forgotten, so `false` proves that no
+    /// event matches.
+    pub fn may_match(&self, filter: &ScopeFilter) -> bool {
+        let seen = |names: &Names, list: &[String]| {
+            list.is_empty() || list.iter().any(|n| names.numbers.contains_key(n.as_str()))
+        };
+        self.tenant_number(&filter.tenant).is_some()
+            && seen(&self.actors, &filter.actor_ids)
+            && seen(&self.projects, &filter.project_ids)
+    }
+
     /// The number heads give actor id `actor`, if any event had it.
     pub fn actor_number(&self, actor: &str) -> Option<u32> {
         self.actors.numbers.get(actor).copied()
@@ -693,6 +706,29 @@ mod tests {
             "a deleted event belongs to no tenant"
         );
         assert_eq!(t.head(99).tenant, NONE);
+    }
+
+    #[test]
+    fn names_never_seen_prove_an_empty_scope() {
+        let mut t = Table::new(SubjectRule::OFF);
+        t.push(entry(0, event("a", "Caroline", "s1")));
+        let filter = |tenant: &str, actors: &[&str], projects: &[&str]| ScopeFilter {
+            tenant: tenant.into(),
+            actor_ids: actors.iter().map(|a| a.to_string()).collect(),
+            project_ids: projects.iter().map(|p| p.to_string()).collect(),
+            ..ScopeFilter::default()
+        };
+        assert!(t.may_match(&filter("acme", &[], &[])));
+        assert!(t.may_match(&filter("acme", &["Nobody", "Caroline"], &["p1"])));
+        assert!(!t.may_match(&filter("other", &[], &[])), "unknown tenant");
+        assert!(
+            !t.may_match(&filter("acme", &["Nobody"], &[])),
+            "unknown actor"
+        );
+        assert!(
+            !t.may_match(&filter("acme", &[], &["p9"])),
+            "unknown project"
+        );
     }
 
     #[test]

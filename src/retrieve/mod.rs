@@ -164,6 +164,9 @@ fn index_error(e: impl std::fmt::Display) -> Problem {
 
 /// In-scope internal ids: committed ones from tantivy plus fresh ones matched in memory.
 pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Problem> {
+    if !shared.table.read().may_match(filter) {
+        return Ok(Vec::new());
+    }
     let watermark = shared.watermark.load(Ordering::Acquire);
     let mut ids = shared.scope.search(filter).map_err(index_error)?;
     let table = shared.table.read();
@@ -485,6 +488,9 @@ const GATHER_CHUNK: usize = 4096;
 /// episode neighbours) are then scored from their full vectors. Either way the result is
 /// the exact top k: the same scores, computed by the same code, in the same order.
 fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Problem> {
+    if set.is_empty() {
+        return Ok(Vec::new());
+    }
     let (ids, priors): (Vec<u32>, Vec<Prior>) = set.iter().map(|h| (h.doc, h.prior())).unzip();
     let bm25 = lexical_scores(ctx, set)?;
     let best_bm25 = bm25.iter().copied().fold(0.0f32, f32::max);

@@ -37,8 +37,9 @@ pub const CHUNK_VECTORS: usize = 4096;
 /// The open chunk being appended to.
 type Tail = Arc<RwLock<Vec<f32>>>;
 
-/// Code blocks by sealed chunk, `None` while one is being coded.
-type Codes = Arc<RwLock<Vec<Option<Arc<CodeBlock>>>>>;
+/// Code blocks by sealed chunk, `None` while one is being coded. The list itself is shared
+/// and replaced whole when a block is installed, so a snapshot clones one `Arc`.
+type Codes = Arc<RwLock<Arc<Vec<Option<Arc<CodeBlock>>>>>>;
 
 /// The vectors, rows of `width` components, chunked as described above.
 struct Lane {
@@ -47,14 +48,16 @@ struct Lane {
 }
 
 struct Chunks {
-    sealed: Vec<Arc<[f32]>>,
+    /// Replaced whole on each seal (every [`CHUNK_VECTORS`] appends), so that a snapshot
+    /// clones one `Arc` instead of one per chunk.
+    sealed: Arc<Vec<Arc<[f32]>>>,
     tail: Tail,
 }
 
 impl Lane {
     fn new(width: usize) -> Self {
         let chunks = Chunks {
-            sealed: Vec::new(),
+            sealed: Arc::default(),
             tail: new_tail(width),
         };
         Lane {
@@ -80,7 +83,9 @@ impl Lane {
         let block: Arc<[f32]> = Arc::from(old_tail.read().as_slice());
         let mut chunks = self.chunks.write();
         if chunks.sealed.len() < want_sealed {
-            chunks.sealed.push(block);
+            let mut sealed = Vec::clone(&chunks.sealed);
+            sealed.push(block);
+            chunks.sealed = Arc::new(sealed);
             let old = std::mem::replace(&mut chunks.tail, Arc::new(RwLock::new(Vec::new())));
             drop(old_tail);
             chunks.tail = reuse_tail(old, self.width);
@@ -151,11 +156,13 @@ impl VectorStore {
         let (codes, dim) = (Arc::clone(&self.codes), self.dim);
         rayon::spawn(move || {
             let coded = Arc::new(CodeBlock::encode(&block, dim));
-            let mut blocks = codes.write();
+            let mut installed = codes.write();
+            let mut blocks = Vec::clone(&installed);
             if blocks.len() <= k {
                 blocks.resize(k + 1, None);
             }
             blocks[k] = Some(coded);
+            *installed = Arc::new(blocks);
         });
     }
 
@@ -195,7 +202,7 @@ impl VectorStore {
     }
 
     /// A consistent read view of the first `len()` vectors, cheap to take
-    /// (clones one `Arc` per chunk) and independent of later appends.
+    /// (clones four `Arc`s) and independent of later appends.
     pub(super) fn snapshot(&self) -> Snapshot {
         let vectors = self.vectors.chunks.read();
         // Loaded under the chunk lock: a concurrent seal cannot be half seen.
@@ -204,10 +211,10 @@ impl VectorStore {
             len,
             vectors: LaneSnapshot {
                 width: self.dim,
-                sealed: vectors.sealed.clone(),
+                sealed: Arc::clone(&vectors.sealed),
                 tail: Arc::clone(&vectors.tail),
             },
-            codes: self.codes.read().clone(),
+            codes: Arc::clone(&self.codes.read()),
         }
     }
 }
@@ -234,7 +241,7 @@ fn reuse_tail(old: Tail, width: usize) -> Tail {
 /// Read view of the vectors.
 struct LaneSnapshot {
     width: usize,
-    sealed: Vec<Arc<[f32]>>,
+    sealed: Arc<Vec<Arc<[f32]>>>,
     tail: Tail,
 }
 
@@ -268,7 +275,7 @@ impl<'a> LaneReader<'a> {
 pub(super) struct Snapshot {
     len: usize,
     vectors: LaneSnapshot,
-    codes: Vec<Option<Arc<CodeBlock>>>,
+    codes: Arc<Vec<Option<Arc<CodeBlock>>>>,
 }
 
 impl Snapshot {
