@@ -494,6 +494,11 @@ def main():
     print_table(doc)
 
 
+def div(a, b):
+    """a / b, or nan when b is zero (a figure rounded to nothing)."""
+    return a / b if b else float("nan")
+
+
 def print_table(doc):
     nan = float("nan")
     names = []
@@ -519,9 +524,9 @@ def print_table(doc):
             s = sysd[name]
             ratio = ""
             if ep and name != "episodic":
-                ratio = (f"  {ep['qps1'] / s['qps1']:>9.2f} {ep['qps2'] / s['qps2']:>9.2f}"
-                         f" {s['p50_ms'] / ep['p50_ms']:>8.2f}"
-                         f" {s.get('cpu_ms_per_query', nan) / ep.get('cpu_ms_per_query', nan):>8.2f}")
+                ratio = (f"  {div(ep['qps1'], s['qps1']):>9.2f} {div(ep['qps2'], s['qps2']):>9.2f}"
+                         f" {div(s['p50_ms'], ep['p50_ms']):>8.2f}"
+                         f" {div(s.get('cpu_ms_per_query', nan), ep.get('cpu_ms_per_query', nan)):>8.2f}")
             label = rname if first else ""
             sel = f"{row['selectivity'] * 100:.4f}" if first else ""
             print(f"{label:<25} {sel:>8} {name:<12} {s['p50_ms']:>8.3f} {s['p99_ms']:>8.3f}"
