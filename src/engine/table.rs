@@ -268,10 +268,10 @@ impl SubjectRule {
         self.actor && self.resources
     }
 
-    /// A 32-bit hash of an event's key without the actor, when subjects speak for themselves
-    /// and the event has resources, else [`NONE`]. Equal keys give equal topics; unequal ones
-    /// may collide, so a match is confirmed with [`Table::same_topic`].
-    pub fn topic(&self, e: &StoredEvent) -> u32 {
+    /// A 32-bit hash (by `hasher`) of an event's key without the actor, when subjects speak
+    /// for themselves and the event has resources, else [`NONE`]. Equal keys give equal
+    /// topics; unequal ones may collide, so a match is confirmed with [`Table::same_topic`].
+    pub fn topic(&self, e: &StoredEvent, hasher: &RandomState) -> u32 {
         if !self.voices() || e.resource_refs.is_empty() {
             return NONE;
         }
@@ -279,7 +279,7 @@ impl SubjectRule {
         refs.sort_unstable();
         refs.dedup();
         let event_type = self.event_type.then_some(e.event_type.as_str());
-        let h = RandomState::with_seeds(5, 6, 7, 8).hash_one((&e.tenant_id, event_type, refs));
+        let h = hasher.hash_one((&e.tenant_id, event_type, refs));
         (h as u32).min(NONE - 1)
     }
 
@@ -332,6 +332,8 @@ pub struct Table {
     subjects: Vec<Vec<u32>>,
     /// Topic → live events that their subject stated itself ([`SubjectRule::voices`]).
     voices: Map<u32, Vec<u32>>,
+    /// Hashes topics, randomly seeded per table so that no one can aim for collisions.
+    topics: RandomState,
     expiring: Vec<u32>,
     rule: SubjectRule,
     live: usize,
@@ -489,7 +491,7 @@ impl Table {
         if let Some(s) = entry.subject {
             self.subjects[s as usize].push(doc);
         }
-        entry.topic = self.rule.topic(&entry.event);
+        entry.topic = self.rule.topic(&entry.event, &self.topics);
         if entry.topic != NONE && entry.self_stated() {
             self.voices.entry(entry.topic).or_default().push(doc);
         }
@@ -746,15 +748,16 @@ mod tests {
         let (agent, customer) = (about("agent"), about("cust-7"));
         let default = SubjectRule::default();
         assert_ne!(default.key(&agent), default.key(&customer));
-        assert_eq!(default.topic(&agent), default.topic(&customer));
-        assert_ne!(default.topic(&agent), NONE);
+        let h = RandomState::new();
+        assert_eq!(default.topic(&agent, &h), default.topic(&customer, &h));
+        assert_ne!(default.topic(&agent, &h), NONE);
         let no_actor = SubjectRule {
             actor: false,
             ..default
         };
-        assert_eq!(no_actor.topic(&agent), NONE);
+        assert_eq!(no_actor.topic(&agent, &h), NONE);
         let bare = event("x", "agent", "s1");
-        assert_eq!((default.key(&bare), default.topic(&bare)), (None, NONE));
+        assert_eq!((default.key(&bare), default.topic(&bare, &h)), (None, NONE));
 
         let mut t = Table::new(default);
         t.push(entry(0, agent));
