@@ -43,9 +43,17 @@ pub struct ServeArgs {
     /// Ranking weights `relevance,recency,trust,confidence`.
     #[arg(long, env = "EPISODIC_RANK_WEIGHTS", default_value = "0.7,0.1,0.1,0.1")]
     pub rank_weights: String,
-    /// Share of each event's match that comes from BM25 (0: cosine only, 1: BM25 only).
+    /// Share of each event's match that comes from BM25 (0: cosine only, 1: BM25 only), for
+    /// queries of 64 words or more.
     #[arg(long, env = "EPISODIC_LEXICAL_SHARE", default_value_t = 0.2)]
     pub lexical_share: f32,
+    /// BM25's share for queries of up to 32 words (linear in between).
+    #[arg(
+        long,
+        env = "EPISODIC_SHORT_QUERY_LEXICAL_SHARE",
+        default_value_t = 0.5
+    )]
+    pub short_query_lexical_share: f32,
     /// Weight of the episode neighbours' match (same project and source, adjacent in time).
     #[arg(long, env = "EPISODIC_CONTEXT_WEIGHT", default_value_t = 0.5)]
     pub context_weight: f32,
@@ -136,6 +144,11 @@ impl ServeArgs {
             "--lexical-share must lie in [0, 1]"
         );
         c.rank.lexical_share = self.lexical_share;
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.short_query_lexical_share),
+            "--short-query-lexical-share must lie in [0, 1]"
+        );
+        c.rank.short_lexical_share = self.short_query_lexical_share;
         for (name, v) in [
             ("--context-weight", self.context_weight),
             ("--actor-boost", self.actor_boost),

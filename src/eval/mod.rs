@@ -259,28 +259,30 @@ pub struct Arm {
 /// The ablation arms derived from `base` (the default ranking is the headline, not an arm):
 /// each switches signals off, everything else (priors included) unchanged.
 pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
-    let off = |lexical_share: f32, actor: bool| RankConfig {
+    let off = |(lexical_share, short_lexical_share): (f32, f32), actor: bool| RankConfig {
         lexical_share,
+        short_lexical_share,
         context_weight: 0.0,
         actor_boost: if actor { base.actor_boost } else { 0.0 },
         ..base.clone()
     };
+    let shares = (base.lexical_share, base.short_lexical_share);
     vec![
         Arm {
             name: "dense",
-            rank: off(0.0, false),
+            rank: off((0.0, 0.0), false),
         },
         Arm {
             name: "bm25",
-            rank: off(1.0, false),
+            rank: off((1.0, 1.0), false),
         },
         Arm {
             name: "dense+bm25",
-            rank: off(base.lexical_share, false),
+            rank: off(shares, false),
         },
         Arm {
             name: "dense+bm25+actor",
-            rank: off(base.lexical_share, true),
+            rank: off(shares, true),
         },
     ]
 }
@@ -373,8 +375,10 @@ pub struct ConfigReport {
     pub rank_weights: [f64; 4],
     /// Recency half-life in days.
     pub recency_half_life_days: f64,
-    /// Share of the match from BM25.
+    /// Share of the match from BM25 for long queries.
     pub lexical_share: f64,
+    /// Share of the match from BM25 for short queries.
+    pub short_lexical_share: f64,
     /// Weight of the episode neighbours' match.
     pub context_weight: f64,
     /// Bonus when the query names the actor.
@@ -472,6 +476,7 @@ impl Harness {
             rank_weights: [w.relevance, w.recency, w.trust, w.confidence].map(round4),
             recency_half_life_days: r.half_life_days,
             lexical_share: round4(r.lexical_share),
+            short_lexical_share: round4(r.short_lexical_share),
             context_weight: round4(r.context_weight),
             actor_boost: round4(r.actor_boost),
             episode_gap_minutes: r.episode_gap_ms as f64 / 60_000.0,

@@ -28,6 +28,10 @@ pub struct Weights {
     pub confidence: f32,
 }
 
+/// Queries of at most this many words are short ([`RankConfig::short_lexical_share`]); from
+/// twice as many on they are long ([`RankConfig::lexical_share`]).
+pub const SHORT_QUERY_WORDS: usize = 32;
+
 /// Ranking configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankConfig {
@@ -39,8 +43,12 @@ pub struct RankConfig {
     pub trust_values: [f32; 5],
     /// Value per confidence, indexed like [`Confidence::ALL`].
     pub confidence_values: [f32; 3],
-    /// Share of the match that comes from BM25 (0: cosine only, 1: BM25 only).
+    /// Share of the match that comes from BM25 (0: cosine only, 1: BM25 only), for queries
+    /// of at least twice [`SHORT_QUERY_WORDS`] words.
     pub lexical_share: f32,
+    /// BM25's share for queries of at most [`SHORT_QUERY_WORDS`] words; between that and
+    /// twice as many, the share moves linearly to `lexical_share` ([`RankConfig::for_query`]).
+    pub short_lexical_share: f32,
     /// Weight of the episode neighbours' mean match, relative to the event's own.
     pub context_weight: f32,
     /// Bonus (relative to a full match) when the query names the event's actor.
@@ -62,6 +70,7 @@ impl Default for RankConfig {
             trust_values: [0.7, 0.8, 0.9, 1.0, 0.3],
             confidence_values: [0.4, 0.7, 1.0],
             lexical_share: 0.2,
+            short_lexical_share: 0.35,
             context_weight: 0.5,
             actor_boost: 0.2,
             episode_gap_ms: 30 * 60 * 1000,
@@ -162,6 +171,22 @@ impl RankConfig {
         self.confidence_values[i]
     }
 
+    /// This configuration with the BM25 share that fits `query`'s length: a short question's
+    /// words are mostly the ones that matter, while a long, chatty query (a whole dialogue)
+    /// carries many incidental words that make BM25 noisy.
+    pub fn for_query(&self, query: &str) -> RankConfig {
+        let words = query.split_whitespace().count();
+        let past_short = words
+            .saturating_sub(SHORT_QUERY_WORDS)
+            .min(SHORT_QUERY_WORDS);
+        let t = past_short as f32 / SHORT_QUERY_WORDS as f32;
+        RankConfig {
+            lexical_share: self.short_lexical_share
+                + t * (self.lexical_share - self.short_lexical_share),
+            ..self.clone()
+        }
+    }
+
     /// The event's own match in [0, 1]: cosine and lexical mixed by `lexical_share`.
     pub fn matched(&self, cosine: f32, lexical: f32) -> f32 {
         (1.0 - self.lexical_share) * cosine.max(0.0) + self.lexical_share * lexical
@@ -244,6 +269,20 @@ mod tests {
             assert!((b.score() - parts).abs() < 1e-6);
             assert!((b.score() - cfg.score(&sig, &p, now)).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn the_bm25_share_falls_from_short_to_long_queries() {
+        let cfg = RankConfig::default();
+        let words = |n: usize| vec!["w"; n].join(" ");
+        let share = |n: usize| cfg.for_query(&words(n)).lexical_share;
+        assert_eq!(share(0), cfg.short_lexical_share);
+        assert_eq!(share(SHORT_QUERY_WORDS), cfg.short_lexical_share);
+        let mid = (cfg.short_lexical_share + cfg.lexical_share) / 2.0;
+        assert!((share(SHORT_QUERY_WORDS * 3 / 2) - mid).abs() < 1e-6);
+        assert_eq!(share(SHORT_QUERY_WORDS * 2), cfg.lexical_share);
+        assert_eq!(share(SHORT_QUERY_WORDS * 9), cfg.lexical_share);
+        assert_eq!(cfg.for_query("x").context_weight, cfg.context_weight);
     }
 
     #[test]

@@ -394,6 +394,7 @@ pub fn recall_ranked(
     query: &[f32],
 ) -> Result<RecallResponse, Problem> {
     let started = std::time::Instant::now();
+    let rank = &rank.for_query(&req.query);
     let filter = scope_filter(grant.tenant(), &req.scope);
     let ids = candidates(shared, &filter)?;
     let now = Timestamp::now();
