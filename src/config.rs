@@ -51,7 +51,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "EPISODIC_SHORT_QUERY_LEXICAL_SHARE",
-        default_value_t = 0.5
+        default_value_t = 0.35
     )]
     pub short_query_lexical_share: f32,
     /// Weight of the episode neighbours' match (same project and source, adjacent in time).
@@ -337,6 +337,24 @@ mod tests {
         let nested = dir.path().join("nested.toml");
         std::fs::write(&nested, "[data_dir]\nx = 1\n").expect("write");
         assert!(read_config_file(&nested).is_err());
+    }
+
+    #[test]
+    fn flag_defaults_are_the_engine_defaults() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(["episodic"]).expect("no flags parse");
+        let c = cli.serve.engine_config().expect("valid defaults");
+        let engine = EngineConfig::new(c.data_dir.clone());
+        assert_eq!(c.rank, engine.rank);
+        assert_eq!(c.stale, engine.stale);
+        assert_eq!(
+            c.recall.stale_min_similarity,
+            engine.recall.stale_min_similarity
+        );
     }
 
     #[test]
