@@ -26,7 +26,7 @@ use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::index::scope::{ScopeIndex, ScopeIndexError};
 use crate::index::vector::{HnswIndex, VectorStore};
-use crate::store::log::{Log, LogRecord};
+use crate::store::log::{Log, LogRecord, Recovered};
 use crate::store::record::{decode, Record};
 
 pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
@@ -45,9 +45,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         audit,
         paths: paths.clone(),
     });
-    // Records are applied as they are read: the log is never held in memory whole.
-    let (log, recovered) = Log::open_with(&paths.log, |rec| replay(&shared, &rec, scope_seq))
-        .with_context(|| format!("opening log {}", paths.log.display()))?;
+    let (log, recovered) = replay_log(&shared, &paths.log, scope_seq)?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
             bytes = recovered.truncated_bytes,
@@ -176,15 +174,74 @@ fn rebuild_scope(shared: &Shared) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Applies one log record to the table and vectors; the scope index gets what it lacks
-/// (records after `scope_seq`).
-fn replay(shared: &Shared, rec: &LogRecord, scope_seq: Option<u64>) -> anyhow::Result<()> {
-    let needs_scope = scope_seq.is_none_or(|s| rec.seq > s);
-    let record = decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+/// Decoded records handed from the reading thread to the applying one at a time.
+const REPLAY_BATCH: usize = 512;
+
+/// Batches in flight between the two replay threads (bounds the memory a replay holds
+/// beyond the table: a few thousand decoded records).
+const REPLAY_QUEUE: usize = 4;
+
+/// Reads, checks and decodes the log on this thread while another applies the decoded
+/// records in log order, so the two halves of a restart use both cores. Records are applied
+/// as they are read: the log is never held in memory whole. The first error on either side
+/// stops both and is the one reported.
+fn replay_log(
+    shared: &Shared,
+    path: &std::path::Path,
+    scope_seq: Option<u64>,
+) -> anyhow::Result<(Log, Recovered)> {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::sync_channel::<Vec<(u64, Record)>>(REPLAY_QUEUE);
+        // Unnamed: the global rayon pool may start from this thread and would inherit a name.
+        let applier = std::thread::Builder::new()
+            .spawn_scoped(s, move || apply_batches(shared, &rx, scope_seq))
+            .context("spawning the replay thread")?;
+        let mut batch = Vec::with_capacity(REPLAY_BATCH);
+        let read = Log::open_with(path, |rec: LogRecord| {
+            let record =
+                decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+            batch.push((rec.seq, record));
+            if batch.len() == REPLAY_BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
+                // A closed channel means the applier failed; its error is reported below.
+                tx.send(full).map_err(|_| anyhow::anyhow!("replay stopped"))?;
+            }
+            Ok::<(), anyhow::Error>(())
+        });
+        if read.is_ok() && !batch.is_empty() {
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        let applied = applier
+            .join()
+            .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?;
+        applied?;
+        read.with_context(|| format!("opening log {}", path.display()))
+    })
+}
+
+/// The applying half of [`replay_log`]: every batch, in order, until the reader is done.
+fn apply_batches(
+    shared: &Shared,
+    rx: &mpsc::Receiver<Vec<(u64, Record)>>,
+    scope_seq: Option<u64>,
+) -> anyhow::Result<()> {
+    for batch in rx {
+        for (seq, record) in batch {
+            replay(shared, seq, record, scope_seq)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies one decoded log record to the table and vectors; the scope index gets what it
+/// lacks (records after `scope_seq`).
+fn replay(shared: &Shared, seq: u64, record: Record, scope_seq: Option<u64>) -> anyhow::Result<()> {
+    let needs_scope = scope_seq.is_none_or(|s| seq > s);
     match record {
         Record::Put(put) => {
             let doc = put.doc;
-            apply_put(shared, rec.seq, put, false).map_err(anyhow::Error::msg)?;
+            apply_put(shared, seq, put, false).map_err(anyhow::Error::msg)?;
             if needs_scope {
                 add_to_scope(shared, doc)?;
             }
@@ -196,7 +253,7 @@ fn replay(shared: &Shared, rec: &LogRecord, scope_seq: Option<u64>) -> anyhow::R
                 }
             }
         }
-        Record::Tombstone(t) => apply_tombstone(shared, rec.seq, t).map_err(anyhow::Error::msg)?,
+        Record::Tombstone(t) => apply_tombstone(shared, seq, t).map_err(anyhow::Error::msg)?,
         Record::Marker => {}
         Record::Review(r) => apply_review(shared, &r, needs_scope),
         Record::Requeue(r) => super::apply_requeue(shared, &r),
