@@ -118,6 +118,8 @@ pub struct Head {
     pub actor: u32,
     /// Project number, or [`NONE`].
     pub project: u32,
+    /// Event type number ([`Table::kind_number`]).
+    pub kind: u32,
     /// Hash of the first source ref (the episode's conversation or document), or
     /// [`NO_SOURCE`].
     pub source: u64,
@@ -153,6 +155,7 @@ impl Head {
             tenant: NONE,
             actor: NONE,
             project: NONE,
+            kind: NONE,
             source: NO_SOURCE,
             subject: NONE,
             topic: NONE,
@@ -193,6 +196,39 @@ impl Names {
         self.numbers.insert(name.into(), n);
         self.names.push(name.into());
         n
+    }
+}
+
+/// A scope filter in the numbers of heads ([`Table::head_filter`]): the same predicate as
+/// [`crate::index::scope::matches`] for filters without resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadFilter {
+    /// Tenant number.
+    pub tenant: u32,
+    /// Any of these actor numbers (`None` = any).
+    actors: Option<Vec<u32>>,
+    /// Any of these project numbers (`None` = any; events without a project never match).
+    projects: Option<Vec<u32>>,
+    /// Any of these event type numbers (`None` = any).
+    kinds: Option<Vec<u32>>,
+    /// Inclusive lower bound on `occurredAt` (ms).
+    after_ms: Option<i64>,
+    /// Exclusive upper bound on `occurredAt` (ms).
+    before_ms: Option<i64>,
+}
+
+impl HeadFilter {
+    /// Whether the event of `h` is in scope (a gone slot's head never is).
+    pub fn matches(&self, h: &Head) -> bool {
+        let within = |list: &Option<Vec<u32>>, n: u32| {
+            list.as_ref().is_none_or(|l| l.binary_search(&n).is_ok())
+        };
+        h.tenant == self.tenant
+            && within(&self.actors, h.actor)
+            && within(&self.projects, h.project)
+            && within(&self.kinds, h.kind)
+            && self.after_ms.is_none_or(|a| h.occurred_ms >= a)
+            && self.before_ms.is_none_or(|b| h.occurred_ms < b)
     }
 }
 
@@ -326,6 +362,7 @@ pub struct Table {
     heads: Vec<Head>,
     actors: Names,
     projects: Names,
+    kinds: Names,
     /// tenant → its number and eventId → internal id (live or deleted).
     by_id: Map<Box<str>, TenantIds>,
     subject_ids: Map<String, u32>,
@@ -433,6 +470,7 @@ impl Table {
                 .project_id
                 .as_deref()
                 .map_or(NONE, |p| self.projects.number(p)),
+            kind: self.kinds.number(&ev.event_type),
             source: ev.source_refs.first().map_or(NO_SOURCE, |s| source_hash(s)),
             subject: e.subject.unwrap_or(NONE),
             topic: e.topic,
@@ -481,6 +519,45 @@ impl Table {
     /// The number heads give actor id `actor`, if any event had it.
     pub fn actor_number(&self, actor: &str) -> Option<u32> {
         self.actors.numbers.get(actor).copied()
+    }
+
+    /// The number heads give event type `kind`, if any event had it.
+    pub fn kind_number(&self, kind: &str) -> Option<u32> {
+        self.kinds.numbers.get(kind).copied()
+    }
+
+    /// `filter` in the numbers of heads, so that it can be checked on a head without the
+    /// scope index; `None` when heads cannot decide it (it names resources, which heads do
+    /// not hold) or its tenant never had an event. Names never seen match nothing, as in
+    /// the index.
+    pub fn head_filter(&self, filter: &ScopeFilter) -> Option<HeadFilter> {
+        if !filter.resource_refs.is_empty() {
+            return None;
+        }
+        let numbers = |names: &Names, list: &[String]| {
+            (!list.is_empty()).then(|| {
+                let mut n: Vec<u32> = list
+                    .iter()
+                    .filter_map(|name| names.numbers.get(name.as_str()).copied())
+                    .collect();
+                n.sort_unstable();
+                n.dedup();
+                n
+            })
+        };
+        Some(HeadFilter {
+            tenant: self.tenant_number(&filter.tenant)?,
+            actors: numbers(&self.actors, &filter.actor_ids),
+            projects: numbers(&self.projects, &filter.project_ids),
+            kinds: numbers(&self.kinds, &filter.event_types),
+            after_ms: filter.occurred_after_ms,
+            before_ms: filter.occurred_before_ms,
+        })
+    }
+
+    /// The tenant number of every slot by internal id ([`NONE`] for empty and deleted ones).
+    pub fn head_tenants(&self) -> Vec<u32> {
+        self.heads.iter().map(|h| h.tenant).collect()
     }
 
     /// Adds a live entry at its internal id.
@@ -679,6 +756,59 @@ mod tests {
             subject: None,
             topic: NONE,
             tenant: 0,
+        }
+    }
+
+    /// An event of tenant `t{tenant}` by actor `a{actor}`, type `k{kind}`, project
+    /// `p{project}` (none when `project` is 3), at minute `minute`.
+    fn varied(doc: u32, tenant: u8, actor: u8, kind: u8, project: u8, minute: u8) -> Entry {
+        let mut e = event(&format!("e{doc}"), &format!("a{actor}"), "s");
+        e.tenant_id = format!("t{tenant}");
+        e.event_type = format!("k{kind}");
+        e.project_id = (project < 3).then(|| format!("p{project}"));
+        e.occurred_at = Timestamp::from_unix_millis(i64::from(minute) * 60_000).expect("time");
+        entry(doc, e)
+    }
+
+    proptest::proptest! {
+        /// Heads decide a filter exactly as the scope index's predicate does, names never
+        /// seen included; a gone slot never matches.
+        #[test]
+        fn head_filters_agree_with_the_index_predicate(
+            events in proptest::collection::vec((0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..10), 1..40),
+            tenant in 0u8..4,
+            actors in proptest::collection::vec(0u8..6, 0..3),
+            kinds in proptest::collection::vec(0u8..5, 0..3),
+            projects in proptest::collection::vec(0u8..5, 0..3),
+            after in proptest::option::of(0u8..10),
+            before in proptest::option::of(0u8..10),
+        ) {
+            let mut t = Table::new(SubjectRule::OFF);
+            for (i, &(te, a, k, p, m)) in events.iter().enumerate() {
+                t.push(varied(i as u32, te, a, k, p, m));
+            }
+            let names = |prefix: &str, l: &[u8]| l.iter().map(|n| format!("{prefix}{n}")).collect();
+            let filter = ScopeFilter {
+                tenant: format!("t{tenant}"),
+                actor_ids: names("a", &actors),
+                project_ids: names("p", &projects),
+                event_types: names("k", &kinds),
+                resource_refs: Vec::new(),
+                occurred_after_ms: after.map(|m| i64::from(m) * 60_000),
+                occurred_before_ms: before.map(|m| i64::from(m) * 60_000),
+            };
+            let Some(hf) = t.head_filter(&filter) else {
+                proptest::prop_assert!(t.tenant_number(&filter.tenant).is_none());
+                return Ok(());
+            };
+            for doc in 0..events.len() as u32 {
+                let entry = t.get(doc).expect("live");
+                let want = crate::index::scope::matches(&filter, &entry.scope_doc());
+                proptest::prop_assert_eq!(hf.matches(&t.head(doc)), want, "doc {}", doc);
+            }
+            proptest::prop_assert!(!hf.matches(&t.head(events.len() as u32 + 5)));
+            let with_resources = ScopeFilter { resource_refs: vec!["r".into()], ..filter };
+            proptest::prop_assert!(t.head_filter(&with_resources).is_none());
         }
     }
 
