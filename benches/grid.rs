@@ -25,7 +25,9 @@
 //! events), `GRID_APPROXIMATE=1` (allow the opt-in approximate HNSW path; default exact),
 //! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
 //! selection), `GRID_CODE_MIN` (candidates from which scores are first bounded from the
-//! 8-bit vector codes; a huge value turns the bounding off).
+//! 8-bit vector codes; a huge value turns the bounding off), `GRID_PARTITIONED=1` (the
+//! opt-in partitioned recall; runs wait for its partitions) and `GRID_PROBE_SHARE` (the share
+//! of partition lists probed).
 //!
 //! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`): `vectors.f32`
 //! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
@@ -450,14 +452,21 @@ fn engine_config(dir: &Path) -> EngineConfig {
     if let Some(v) = knob("GRID_CODE_MIN") {
         config.recall.code_min_candidates = v as usize;
     }
+    config.recall.partitioned = knob("GRID_PARTITIONED").is_some_and(|v| v != 0.0);
+    if let Some(v) = knob("GRID_PROBE_SHARE") {
+        config.recall.partition_probe_share = v;
+    }
     config
 }
 
-/// Waits until every sealed vector chunk has its 8-bit codes (built in the background after
-/// a start); returns the seconds waited.
+/// Waits until every sealed vector chunk has its 8-bit codes and, with partitioned recall,
+/// the vector partitions are built (both in the background after a start); returns the
+/// seconds waited.
 fn wait_for_codes(engine: &Engine) -> f64 {
     let started = Instant::now();
-    while !engine.vectors_coded() {
+    let recall = engine_config(Path::new(".")).recall;
+    let partitions = recall.partitioned && engine.stats().events >= recall.partition_min_vectors;
+    while !engine.vectors_coded() || (partitions && engine.stats().partitioned == 0) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     started.elapsed().as_secs_f64()

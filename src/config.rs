@@ -66,9 +66,18 @@ pub struct ServeArgs {
     /// Let recall use filtered HNSW for large scopes (approximate answers; default: exact).
     #[arg(long, env = "EPISODIC_APPROXIMATE_RECALL")]
     pub approximate_recall: bool,
-    /// With `--approximate-recall`, at or below this many in-scope candidates score exactly.
+    /// With `--approximate-recall` or `--partitioned-recall`, at or below this many
+    /// in-scope candidates score exactly.
     #[arg(long, env = "EPISODIC_EXACT_MAX_CANDIDATES", default_value_t = 20_000)]
     pub exact_max_candidates: usize,
+    /// Let recall answer broad scopes from the vector partitions nearest the query
+    /// (k-means lists, built in the background from 50,000 vectors on; approximate answers;
+    /// default: exact).
+    #[arg(long, env = "EPISODIC_PARTITIONED_RECALL")]
+    pub partitioned_recall: bool,
+    /// With `--partitioned-recall`, the share of partition lists probed, in (0, 1].
+    #[arg(long, env = "EPISODIC_PARTITION_PROBE_SHARE", default_value_t = 0.0625)]
+    pub partition_probe_share: f64,
     /// Scope index refresh interval in milliseconds (fresh events are recallable at once regardless).
     #[arg(long, env = "EPISODIC_REFRESH_MS", default_value_t = 500)]
     pub refresh_ms: u64,
@@ -163,6 +172,12 @@ impl ServeArgs {
         c.rank.episode_gap_ms = i64::from(self.episode_gap_minutes) * 60_000;
         c.recall.approximate = self.approximate_recall;
         c.recall.exact_max_candidates = self.exact_max_candidates;
+        c.recall.partitioned = self.partitioned_recall;
+        anyhow::ensure!(
+            self.partition_probe_share > 0.0 && self.partition_probe_share <= 1.0,
+            "--partition-probe-share must lie in (0, 1]"
+        );
+        c.recall.partition_probe_share = self.partition_probe_share;
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
         c.cpu_threads = self.cpu_threads.max(1);
@@ -351,10 +366,7 @@ mod tests {
         let engine = EngineConfig::new(c.data_dir.clone());
         assert_eq!(c.rank, engine.rank);
         assert_eq!(c.stale, engine.stale);
-        assert_eq!(
-            c.recall.stale_min_similarity,
-            engine.recall.stale_min_similarity
-        );
+        assert_eq!(c.recall, engine.recall);
     }
 
     #[test]

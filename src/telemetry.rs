@@ -21,10 +21,10 @@ use crate::engine::Engine;
 pub const HTTP_REQUESTS: &str = "episodic_http_requests_total";
 /// Request latency by route template and method, seconds.
 pub const HTTP_SECONDS: &str = "episodic_http_request_duration_seconds";
-/// Recall stage latency, seconds: `scope` (tantivy filter and visibility), `vector`
+/// Recall stage latency, seconds: `scope` (tantivy filter or partition probe, and visibility), `vector`
 /// (exact or HNSW scoring and ranking), `evidence` (breakdowns and evidence blocks).
 pub const RECALL_STAGE_SECONDS: &str = "episodic_recall_stage_seconds";
-/// Recalls by vector path (`exact`, `hnsw`, `hnsw_fallback_exact`).
+/// Recalls by vector path (`exact`, `hnsw`, `hnsw_fallback_exact`, `partition`).
 pub const RECALL_PATH: &str = "episodic_recall_path_total";
 /// Texts embedded.
 pub const EMBED_TEXTS: &str = "episodic_embed_texts_total";

@@ -227,11 +227,12 @@ impl Writer {
         (erased, kept)
     }
 
-    /// Periodic work: the expiry sweep.
+    /// Periodic work: the expiry sweep, and a partition rebuild when one is due.
     pub(super) fn maintenance(&mut self) {
         if self.last_sweep.elapsed() >= self.config.sweep_interval {
             self.sweep_expired();
         }
+        super::partitions::maybe_rebuild(&self.shared);
     }
 
     /// Deletes every expired live event (one record per tenant).
@@ -416,6 +417,7 @@ impl Writer {
         }
         self.shared.vectors.store(Arc::new(store));
         self.shared.hnsw.store(Arc::new(hnsw));
+        super::partitions::reset(&self.shared);
         self.unsaved_hnsw = 1;
         Ok(live.len())
     }

@@ -17,17 +17,18 @@ mod export;
 mod lifecycle;
 mod observe;
 mod open;
+mod partitions;
 mod replay;
 mod review;
 mod table;
 mod writer;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::RwLock;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -38,7 +39,9 @@ pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use observe::Observation;
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
-pub use table::{Entry, Head, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE};
+pub use table::{
+    Entry, Head, HeadFilter, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE,
+};
 pub use writer::WriterConfig;
 
 use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
@@ -47,7 +50,7 @@ use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::ScopeIndex;
-use crate::index::vector::{HnswIndex, HnswParams, VectorStore};
+use crate::index::vector::{HnswIndex, HnswParams, Partition, VectorStore};
 use crate::model::validate::{validate_event, Limits};
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
@@ -150,6 +153,13 @@ pub struct Shared {
     /// Whether the HNSW graph is maintained (approximate recall is on): otherwise no vector is
     /// inserted, no snapshot is written and an old snapshot is removed at open.
     pub hnsw_enabled: bool,
+    /// The vector partitions of partitioned recall (see [`partitions`]); `None` until built
+    /// and whenever partitioned recall is off.
+    pub partition: ArcSwapOption<Partition>,
+    /// With partitioned recall on, the number of vectors from which partitions are built.
+    pub partition_min_vectors: Option<usize>,
+    /// Whether a partition build is running.
+    pub partition_building: AtomicBool,
     /// The tantivy scope index.
     pub scope: ScopeIndex,
     /// Internal ids below this are committed in `scope`.
@@ -169,6 +179,8 @@ pub struct EngineStats {
     pub hnsw_len: usize,
     /// Committed docs in the scope index.
     pub scope_docs: u64,
+    /// Ids covered by the vector partitions (0 when none are built).
+    pub partitioned: usize,
 }
 
 /// The engine handle; cheap to clone.
@@ -352,6 +364,12 @@ impl Engine {
             events: self.shared.table.read().live(),
             hnsw_len: self.shared.hnsw.load().len(),
             scope_docs: self.shared.scope.num_docs(),
+            partitioned: self
+                .shared
+                .partition
+                .load()
+                .as_ref()
+                .map_or(0, |p| p.upto() as usize),
         }
     }
 

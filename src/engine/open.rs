@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::RwLock;
 
 use super::writer::Writer;
@@ -40,6 +40,12 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
         hnsw: ArcSwap::from_pointee(HnswIndex::new(config.hnsw)),
         hnsw_enabled: config.recall.approximate,
+        partition: ArcSwapOption::empty(),
+        partition_min_vectors: config
+            .recall
+            .partitioned
+            .then_some(config.recall.partition_min_vectors),
+        partition_building: std::sync::atomic::AtomicBool::new(false),
         scope,
         watermark: AtomicUsize::new(0),
         audit,
@@ -74,6 +80,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         events = shared.table.read().live(),
         "engine recovered from the log"
     );
+    super::partitions::maybe_rebuild(&shared);
     start(shared, log, audit_log, config, embedder, dir_lock)
 }
 
@@ -204,7 +211,8 @@ fn replay_log(
             if batch.len() == REPLAY_BATCH {
                 let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
                 // A closed channel means the applier failed; its error is reported below.
-                tx.send(full).map_err(|_| anyhow::anyhow!("replay stopped"))?;
+                tx.send(full)
+                    .map_err(|_| anyhow::anyhow!("replay stopped"))?;
             }
             Ok::<(), anyhow::Error>(())
         });

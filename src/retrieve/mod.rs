@@ -9,6 +9,12 @@
 //!   with the same code and the same result as scoring all of them in full;
 //! - visibility and ranking inputs are read from the table's dense heads; entries are read
 //!   only for the returned hits, which are checked again against the grant and the view;
+//! - partitioned recall is approximate: with `partitioned` on, a broad scope (more than
+//!   `exact_max_candidates` in the index) whose filter heads can decide is answered from the
+//!   members of the partition lists nearest the query plus every id the partition does not
+//!   cover; each is checked against scope, grant and view on its head like any candidate,
+//!   so only ranking, never scope, is approximate; fewer than k after stale suppression
+//!   falls back to the exact path; the response then says `path: "partition"`;
 //! - filtered HNSW is approximate (hnsw_rs may miss a true neighbour, so no bound on its list
 //!   proves the top k); it runs only when the operator opts in with `approximate`, and the
 //!   response then says `path: "hnsw"`;
@@ -51,6 +57,15 @@ pub struct RecallConfig {
     /// it keeps unrelated older events of a subject (the train booking next to a newer hotel
     /// booking) but lets through updates phrased very differently from what they replace.
     pub stale_min_similarity: f32,
+    /// Answer broad scopes from the vector partitions nearest the query (off by default:
+    /// answers are then approximate). Independent of `approximate`, and tried first.
+    pub partitioned: bool,
+    /// With `partitioned`, the share of partition lists probed (at least one; more while
+    /// fewer than k in-scope events were found).
+    pub partition_probe_share: f64,
+    /// With `partitioned`, partitions are built once the store holds this many vectors
+    /// (below, exact scoring is fast enough).
+    pub partition_min_vectors: usize,
     /// From this many candidates on, scores are first bounded from the vectors' 8-bit codes
     /// and only the candidates that could rank are scored from their full vectors (the
     /// answer is the same; `usize::MAX` turns the bounding off).
@@ -65,6 +80,9 @@ impl Default for RecallConfig {
             hnsw_min_fraction: 0.3,
             hnsw_oversample: 4,
             stale_min_similarity: 0.0,
+            partitioned: false,
+            partition_probe_share: 1.0 / 16.0,
+            partition_min_vectors: 50_000,
             code_min_candidates: CODE_MIN_CANDIDATES,
         }
     }
@@ -80,6 +98,9 @@ pub enum VectorPath {
     Hnsw,
     /// HNSW returned too short a list; every candidate scored.
     HnswFallbackExact,
+    /// The members of the vector partitions nearest the query (approximate; only with
+    /// `partitioned` recall enabled).
+    Partition,
 }
 
 impl VectorPath {
@@ -89,6 +110,7 @@ impl VectorPath {
             VectorPath::Exact => "exact",
             VectorPath::Hnsw => "hnsw",
             VectorPath::HnswFallbackExact => "hnsw_fallback_exact",
+            VectorPath::Partition => "partition",
         }
     }
 }
@@ -126,7 +148,8 @@ pub struct RecallResponse {
 #[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallStats {
-    /// Visible in-scope candidates.
+    /// Visible in-scope candidates scored (on the `partition` path, those among the probed
+    /// lists' members and the events the partitions do not cover yet).
     pub candidates: usize,
     /// Vector path taken.
     pub path: VectorPath,
@@ -396,20 +419,41 @@ pub fn recall_ranked(
     let started = std::time::Instant::now();
     let rank = &rank.for_query(&req.query);
     let filter = scope_filter(grant.tenant(), &req.scope);
-    let ids = candidates(shared, &filter)?;
     let now = Timestamp::now();
     let vis = Visibility {
         include_superseded: req.include_superseded,
         as_of: req.as_of,
         now,
     };
-    let (heads, stale) = match Access::of(shared, grant) {
-        Some(access) => {
-            let heads = visible(shared, &access, &ids, &vis);
-            let keep = req.include_stale;
-            apply_staleness(shared, &config.recall, &access, heads, &vis, keep)
-        }
-        None => (Vec::new(), HashMap::new()),
+    let access = Access::of(shared, grant);
+    let scoped = |partitioned: bool| -> Result<_, Problem> {
+        let Some(access) = &access else {
+            return Ok(Some((Vec::new(), HashMap::new())));
+        };
+        let heads = if partitioned {
+            match partition_scope(
+                shared,
+                &config.recall,
+                access,
+                &filter,
+                query,
+                &vis,
+                req.limit,
+            )? {
+                Some(heads) => heads,
+                None => return Ok(None),
+            }
+        } else {
+            visible(shared, access, &candidates(shared, &filter)?, &vis)
+        };
+        let keep = req.include_stale;
+        let (heads, stale) = apply_staleness(shared, &config.recall, access, heads, &vis, keep);
+        // Too few after stale suppression: only the exact path can tell whether k exist.
+        Ok((!partitioned || heads.len() >= req.limit).then_some((heads, stale)))
+    };
+    let (partitioned, (heads, stale)) = match scoped(true)? {
+        Some(found) => (true, found),
+        None => (false, scoped(false)?.unwrap_or_default()),
     };
     let ctx = RankCtx {
         shared,
@@ -422,13 +466,67 @@ pub fn recall_ranked(
     };
     let scoped = std::time::Instant::now();
     telemetry::recall_stage("scope", scoped - started);
-    let (ranked, path) = choose_and_rank(&ctx, &config.recall, &heads, req.limit)?;
+    let (ranked, path) = if partitioned {
+        (rank_set(&ctx, &heads, req.limit)?, VectorPath::Partition)
+    } else {
+        choose_and_rank(&ctx, &config.recall, &heads, req.limit)?
+    };
     let scored = std::time::Instant::now();
     telemetry::recall_stage("vector", scored - scoped);
     telemetry::recall_path(path.as_str());
     let response = respond(&ctx, grant, &vis, heads.len(), &stale, ranked, path);
     telemetry::recall_stage("evidence", scored.elapsed());
     Ok(response)
+}
+
+/// The visible in-scope heads among the members of the partition lists nearest `query`
+/// (the nearest `partition_probe_share` of them, more while fewer than `k` were found) and
+/// among the ids the partition does not cover, in id order. `None` (the caller takes the
+/// exact path) unless partitioned recall is on, a partition is built, heads can decide the
+/// filter and the index counts more than `exact_max_candidates` events in scope.
+fn partition_scope(
+    shared: &Shared,
+    cfg: &RecallConfig,
+    access: &Access,
+    filter: &ScopeFilter,
+    query: &[f32],
+    vis: &Visibility,
+    k: usize,
+) -> Result<Option<Vec<Head>>, Problem> {
+    if !cfg.partitioned || k == 0 {
+        return Ok(None);
+    }
+    let Some(partition) = shared.partition.load_full() else {
+        return Ok(None);
+    };
+    let Some(scope) = shared.table.read().head_filter(filter) else {
+        return Ok(None);
+    };
+    if shared.scope.count(filter).map_err(index_error)? <= cfg.exact_max_candidates {
+        return Ok(None);
+    }
+    let order = partition.order(query);
+    if order.is_empty() {
+        return Ok(None);
+    }
+    let probes = (order.len() as f64 * cfg.partition_probe_share)
+        .ceil()
+        .max(1.0) as usize;
+    let table = shared.table.read();
+    let view = View::new(vis);
+    let keep = |h: &Head| scope.matches(h) && view.shows(h) && access.allows(h);
+    let mut heads = Vec::new();
+    for (probed, &list) in order.iter().enumerate() {
+        if probed >= probes && heads.len() >= k {
+            break;
+        }
+        let members = partition.members(list, scope.tenant).iter();
+        heads.extend(members.map(|&d| table.head(d)).filter(keep));
+    }
+    let uncovered = (partition.upto()..table.next_doc()).map(|d| table.head(d));
+    heads.extend(uncovered.filter(keep));
+    heads.sort_unstable_by_key(|h| h.doc);
+    Ok(Some(heads))
 }
 
 /// What every scoring path needs.

@@ -23,6 +23,7 @@ mod http_write;
 mod hybrid_recall;
 mod isolation;
 mod mcp;
+mod partitioned;
 mod races;
 mod server_binary;
 mod soak;

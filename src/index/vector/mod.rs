@@ -8,7 +8,9 @@
 //! * large sets can first be bounded from the vectors' 8-bit codes
 //!   ([`code_bounds`], [`QueryCode`]), so the caller rescores only what could rank;
 //! * with approximate recall on, large sets can go through an [`HnswIndex`]
-//!   (hnsw_rs) whose search is restricted to the candidates by an [`IdSet`].
+//!   (hnsw_rs) whose search is restricted to the candidates by an [`IdSet`];
+//! * with partitioned recall on, broad scopes look only at the members of the lists of a
+//!   [`Partition`] (k-means centroids, members grouped by tenant) nearest the query.
 //!
 //! # Invariants
 //!
@@ -32,6 +34,7 @@
 mod bitset;
 mod exact;
 mod hnsw;
+mod partition;
 mod quant;
 mod store;
 
@@ -40,6 +43,7 @@ use std::path::PathBuf;
 pub use bitset::IdSet;
 pub use exact::{code_bounds, dot, exact_scores, top_k};
 pub use hnsw::{HnswIndex, HnswParams};
+pub use partition::Partition;
 pub use quant::QueryCode;
 pub use store::VectorStore;
 

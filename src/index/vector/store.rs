@@ -279,6 +279,11 @@ pub(super) struct Snapshot {
 }
 
 impl Snapshot {
+    /// The number of vectors it holds.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
     /// A reader for a batch of lookups; it read-locks the tail chunk at
     /// most once, on first use, and holds it until dropped, so keep readers short.
     pub(super) fn reader(&self) -> Reader<'_> {

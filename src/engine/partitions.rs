@@ -1,0 +1,62 @@
+//! Keeps the vector partitions of partitioned recall ([`crate::index::vector::Partition`])
+//! up to date: built in the background once the store holds
+//! [`crate::retrieve::RecallConfig::partition_min_vectors`] vectors, and rebuilt whole (new centroids, new lists) once the vectors they do not
+//! cover reach an eighth of those they do, so total build work stays proportional to the
+//! corpus. Compaction drops them and starts a rebuild: centroids are means of stored
+//! vectors, and none may outlive the vectors a purge removed.
+//!
+//! Invariants: at most one build runs at a time; a build never holds the table lock
+//! beyond copying the tenant of each slot; until a build finishes, recall uses whatever
+//! partition (or the exact path) it had.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::Shared;
+use crate::index::vector::Partition;
+
+/// Whether partitioned recall is on and the vectors past the partition's `upto` call for a
+/// rebuild.
+fn due(shared: &Shared) -> bool {
+    let n = shared.vectors.load().len();
+    if shared.partition_min_vectors.is_none_or(|min| n < min) {
+        return false;
+    }
+    match &*shared.partition.load() {
+        None => true,
+        Some(p) => n.saturating_sub(p.upto() as usize) >= (p.upto() as usize / 8).max(4096),
+    }
+}
+
+/// Starts a background build when partitioned recall is on, one is due and none runs.
+pub(crate) fn maybe_rebuild(shared: &Arc<Shared>) {
+    if !due(shared) {
+        return;
+    }
+    if shared.partition_building.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let shared = Arc::clone(shared);
+    rayon::spawn(move || {
+        let started = std::time::Instant::now();
+        let tenants = shared.table.read().head_tenants();
+        let vectors = shared.vectors.load_full();
+        let lists = Partition::lists_for(tenants.len());
+        if let Some(p) = Partition::build(&vectors, &tenants, lists) {
+            tracing::info!(
+                vectors = p.upto(),
+                lists,
+                seconds = started.elapsed().as_secs_f64(),
+                "vector partitions built"
+            );
+            shared.partition.store(Some(Arc::new(p)));
+        }
+        shared.partition_building.store(false, Ordering::Release);
+    });
+}
+
+/// Drops the partitions (after compaction) and starts a rebuild.
+pub(crate) fn reset(shared: &Arc<Shared>) {
+    shared.partition.store(None);
+    maybe_rebuild(shared);
+}

@@ -1,0 +1,341 @@
+//! Vector partitions: an inverted-file layout for approximate recall over broad scopes.
+//!
+//! Spherical k-means over a fixed-stride sample of the stored vectors gives `lists`
+//! centroids; every vector below `upto` is assigned to its nearest centroid, and each list
+//! keeps its members grouped by tenant (by tenant number, then id), so that a probe reads
+//! one tenant's members of a list as one contiguous run of ids.
+//!
+//! # Invariants
+//!
+//! * Every id below [`Partition::upto`] whose tenant was known at build time is in exactly
+//!   one list; no id at or above `upto` is in any (callers look at those separately).
+//! * A partition only decides which ids a recall looks at: callers check every member's
+//!   head (scope, grant, visibility) as for any candidate, so a partition built before a
+//!   deletion, expiry or supersession never shows what the head no longer allows.
+//! * A partition is immutable; it is replaced whole, never patched.
+//! * A build is deterministic: the same vectors and tenants give the same partition.
+
+use pulp::{Simd, WithSimd};
+use rayon::prelude::*;
+
+use super::exact::dot;
+use super::store::{Snapshot, VectorStore};
+
+/// Sampled vectors per list for training.
+const SAMPLE_PER_LIST: usize = 64;
+
+/// k-means rounds over the sample.
+const ROUNDS: usize = 8;
+
+/// Vectors per rayon task when assigning.
+const ASSIGN_CHUNK: usize = 2048;
+
+/// The tenant of a slot no list may hold (empty or deleted).
+const NO_TENANT: u32 = u32::MAX;
+
+/// One list's members, grouped by tenant.
+#[derive(Debug, Default)]
+struct List {
+    /// Tenant numbers, ascending.
+    tenants: Vec<u32>,
+    /// Where each tenant's run starts in `docs` (one more entry: the end).
+    starts: Vec<u32>,
+    /// Member ids, by tenant, then ascending.
+    docs: Vec<u32>,
+}
+
+impl List {
+    fn members(&self, tenant: u32) -> &[u32] {
+        match self.tenants.binary_search(&tenant) {
+            Ok(i) => &self.docs[self.starts[i] as usize..self.starts[i + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+
+    /// Builds a list from `(tenant, doc)` pairs.
+    fn from_pairs(mut pairs: Vec<(u32, u32)>) -> Self {
+        pairs.sort_unstable();
+        let mut list = List {
+            docs: Vec::with_capacity(pairs.len()),
+            ..List::default()
+        };
+        for (i, &(tenant, doc)) in pairs.iter().enumerate() {
+            if list.tenants.last() != Some(&tenant) {
+                list.tenants.push(tenant);
+                list.starts.push(i as u32);
+            }
+            list.docs.push(doc);
+        }
+        list.starts.push(pairs.len() as u32);
+        list
+    }
+}
+
+/// Centroids and their member lists over the vectors below `upto`.
+#[derive(Debug)]
+pub struct Partition {
+    dim: usize,
+    /// `lists × dim`, each row unit length (or zero).
+    centroids: Vec<f32>,
+    lists: Vec<List>,
+    upto: u32,
+}
+
+impl Partition {
+    /// The number of lists for `n` vectors: about `√n / 2`, at least 16, at most 1024.
+    pub fn lists_for(n: usize) -> usize {
+        ((n as f64).sqrt() / 2.0).round().clamp(16.0, 1024.0) as usize
+    }
+
+    /// Partitions the vectors of `store` below `tenants.len()` whose tenant is not
+    /// `u32::MAX` into `lists` lists; `None` when there are fewer such vectors than lists.
+    pub fn build(store: &VectorStore, tenants: &[u32], lists: usize) -> Option<Partition> {
+        let snap = store.snapshot();
+        let dim = store.dim();
+        let upto = tenants.len().min(snap.len());
+        let docs: Vec<u32> = (0..upto as u32)
+            .filter(|&d| tenants[d as usize] != NO_TENANT)
+            .collect();
+        if lists == 0 || docs.len() < lists {
+            return None;
+        }
+        let stride = (docs.len() / (lists * SAMPLE_PER_LIST)).max(1);
+        // A reader may hold the store's open chunk: never keep one while others are taken
+        // (a waiting appender would block them), so this one ends with the sample.
+        let sample: Vec<f32> = {
+            let reader = snap.reader();
+            docs.iter()
+                .step_by(stride)
+                .flat_map(|&d| reader.vector(d).unwrap_or(&[]).iter().copied())
+                .collect()
+        };
+        let centroids = train(&sample, dim, lists);
+        let nearest = assign(&centroids, dim, &docs, &snap);
+        let mut pairs: Vec<Vec<(u32, u32)>> = (0..lists).map(|_| Vec::new()).collect();
+        for (&doc, &list) in docs.iter().zip(&nearest) {
+            pairs[list as usize].push((tenants[doc as usize], doc));
+        }
+        Some(Partition {
+            dim,
+            centroids,
+            lists: pairs.into_par_iter().map(List::from_pairs).collect(),
+            upto: upto as u32,
+        })
+    }
+
+    /// Ids below this were assigned to lists.
+    pub fn upto(&self) -> u32 {
+        self.upto
+    }
+
+    /// Number of lists.
+    pub fn lists(&self) -> usize {
+        self.lists.len()
+    }
+
+    /// List numbers, the list whose centroid is closest to `query` (by cosine) first, ties
+    /// by number. Empty when `query` does not have the partition's dimension.
+    pub fn order(&self, query: &[f32]) -> Vec<u32> {
+        if query.len() != self.dim {
+            return Vec::new();
+        }
+        let scores: Vec<f32> = self
+            .centroids
+            .chunks_exact(self.dim)
+            .map(|c| dot(query, c))
+            .collect();
+        let mut order: Vec<u32> = (0..self.lists.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            scores[b as usize]
+                .total_cmp(&scores[a as usize])
+                .then(a.cmp(&b))
+        });
+        order
+    }
+
+    /// The members of `list` with tenant number `tenant`, ascending.
+    pub fn members(&self, list: u32, tenant: u32) -> &[u32] {
+        self.lists
+            .get(list as usize)
+            .map_or(&[], |l| l.members(tenant))
+    }
+}
+
+/// Spherical k-means: `lists` unit centroids of the `dim`-component rows of `sample`,
+/// started from evenly spaced rows. A list left empty by a round keeps its centroid.
+fn train(sample: &[f32], dim: usize, lists: usize) -> Vec<f32> {
+    let rows = sample.len() / dim;
+    let step = rows / lists;
+    let mut centroids: Vec<f32> = (0..lists)
+        .flat_map(|i| sample[i * step * dim..(i * step + 1) * dim].iter().copied())
+        .collect();
+    for _ in 0..ROUNDS {
+        let nearest = nearest_rows(&centroids, dim, sample);
+        let mut sums = vec![0.0f32; lists * dim];
+        for (row, &list) in sample.chunks_exact(dim).zip(&nearest) {
+            let sum = &mut sums[list as usize * dim..(list as usize + 1) * dim];
+            sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+        }
+        for (sum, centroid) in sums.chunks_exact(dim).zip(centroids.chunks_exact_mut(dim)) {
+            let norm = dot(sum, sum).sqrt();
+            if norm > 0.0 {
+                centroid
+                    .iter_mut()
+                    .zip(sum)
+                    .for_each(|(c, s)| *c = s / norm);
+            }
+        }
+    }
+    centroids
+}
+
+/// The nearest centroid of each `dim`-component row of `rows`, in parallel.
+fn nearest_rows(centroids: &[f32], dim: usize, rows: &[f32]) -> Vec<u32> {
+    let arch = pulp::Arch::new();
+    rows.par_chunks(ASSIGN_CHUNK * dim)
+        .flat_map_iter(|chunk| {
+            let vectors: Vec<&[f32]> = chunk.chunks_exact(dim).collect();
+            arch.dispatch(Nearest {
+                centroids,
+                dim,
+                vectors: &vectors,
+            })
+        })
+        .collect()
+}
+
+/// The nearest centroid of the stored vector of each of `docs`, in parallel.
+fn assign(centroids: &[f32], dim: usize, docs: &[u32], snap: &Snapshot) -> Vec<u32> {
+    let arch = pulp::Arch::new();
+    docs.par_chunks(ASSIGN_CHUNK)
+        .flat_map_iter(|chunk| {
+            let reader = snap.reader();
+            let vectors: Vec<&[f32]> = chunk
+                .iter()
+                .map(|&d| reader.vector(d).unwrap_or(&[]))
+                .collect();
+            arch.dispatch(Nearest {
+                centroids,
+                dim,
+                vectors: &vectors,
+            })
+        })
+        .collect()
+}
+
+/// Nearest centroid by dot product (ties to the lower number), compiled for the widest
+/// vector unit the CPU has.
+struct Nearest<'a> {
+    centroids: &'a [f32],
+    dim: usize,
+    vectors: &'a [&'a [f32]],
+}
+
+impl WithSimd for Nearest<'_> {
+    type Output = Vec<u32>;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) -> Vec<u32> {
+        self.vectors
+            .iter()
+            .map(|v| {
+                let mut best = (f32::NEG_INFINITY, 0u32);
+                for (i, c) in self.centroids.chunks_exact(self.dim).enumerate() {
+                    let s = dot(v, c);
+                    if s > best.0 {
+                        best = (s, i as u32);
+                    }
+                }
+                best.1
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn unit(mut v: Vec<f32>) -> Vec<f32> {
+        let n = dot(&v, &v).sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
+    /// `n` vectors around `clusters` random centres; tenant of id `i` is `i % tenants`.
+    fn corpus(n: usize, clusters: usize, dim: usize) -> (VectorStore, Vec<Vec<f32>>) {
+        let mut rng = StdRng::seed_from_u64(7);
+        let centres: Vec<Vec<f32>> = (0..clusters)
+            .map(|_| unit((0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect()))
+            .collect();
+        let store = VectorStore::new(dim);
+        for id in 0..n {
+            let c = &centres[id % clusters];
+            let v = unit(c.iter().map(|x| x + rng.gen_range(-0.1..0.1)).collect());
+            store.push(id as u32, &v).expect("push");
+        }
+        (store, centres)
+    }
+
+    #[test]
+    fn every_tenanted_id_below_upto_is_in_exactly_one_list_of_its_tenant() {
+        let (store, _) = corpus(3000, 12, 16);
+        let mut tenants: Vec<u32> = (0..2900u32).map(|i| i % 3).collect();
+        tenants[17] = NO_TENANT;
+        let p = Partition::build(&store, &tenants, 20).expect("built");
+        assert_eq!(p.upto(), 2900);
+        assert_eq!(p.lists(), 20);
+        let mut seen = vec![0u32; 3000];
+        for list in 0..20 {
+            for tenant in 0..3 {
+                let m = p.members(list, tenant);
+                assert!(m.windows(2).all(|w| w[0] < w[1]), "ascending");
+                for &d in m {
+                    assert_eq!(tenants[d as usize], tenant);
+                    seen[d as usize] += 1;
+                }
+            }
+            assert!(p.members(list, 9).is_empty());
+        }
+        for (d, n) in seen.iter().enumerate() {
+            let want = u32::from(d < 2900 && d != 17);
+            assert_eq!(*n, want, "id {d}");
+        }
+    }
+
+    #[test]
+    fn a_query_near_a_cluster_probes_that_clusters_list_first() {
+        let (store, centres) = corpus(4000, 16, 32);
+        let tenants = vec![0u32; 4000];
+        let p = Partition::build(&store, &tenants, 16).expect("built");
+        for (c, centre) in centres.iter().enumerate() {
+            let first = p.order(centre)[0];
+            let members = p.members(first, 0);
+            let own = members.iter().filter(|&&d| d as usize % 16 == c).count();
+            assert!(
+                own * 2 > members.len() && own > 0,
+                "cluster {c}: {own} of {} members in its first list",
+                members.len()
+            );
+        }
+        assert!(p.order(&[1.0]).is_empty(), "wrong dimension");
+    }
+
+    #[test]
+    fn builds_are_deterministic_and_need_enough_vectors() {
+        let (store, _) = corpus(1000, 5, 8);
+        let tenants = vec![1u32; 1000];
+        let a = Partition::build(&store, &tenants, 16).expect("a");
+        let b = Partition::build(&store, &tenants, 16).expect("b");
+        assert_eq!(a.centroids, b.centroids);
+        for l in 0..16 {
+            assert_eq!(a.members(l, 1), b.members(l, 1));
+        }
+        assert!(Partition::build(&store, &tenants[..10], 16).is_none());
+        assert_eq!(Partition::lists_for(1_000_000), 500);
+        assert_eq!(Partition::lists_for(100), 16);
+        assert_eq!(Partition::lists_for(1 << 30), 1024);
+    }
+}

@@ -1,0 +1,196 @@
+//! Partitioned recall (opt-in): broad scopes are answered from the partition lists nearest
+//! the query; the answer stays in scope and visible, finds events written after the
+//! partitions were built, forgets deleted ones, and stays close to the exact answer.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use episodic::auth::TenantGrant;
+use episodic::embed::HashingEmbedder;
+use episodic::engine::{Engine, EngineConfig};
+use episodic::retrieve::{RecallRequest, RecallResponse, Scope, VectorPath};
+
+const DIM: usize = 384;
+
+fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn near(rng: &mut StdRng, centre: &[f32]) -> Vec<f32> {
+    unit(
+        centre
+            .iter()
+            .map(|x| x + rng.gen_range(-0.08..0.08))
+            .collect(),
+    )
+}
+
+fn engine(dir: &std::path::Path) -> Engine {
+    let mut c = EngineConfig::new(dir.to_path_buf());
+    // Cosine alone (priors are equal here), so brute force over the vectors is the truth.
+    c.rank.lexical_share = 0.0;
+    c.rank.context_weight = 0.0;
+    c.rank.actor_boost = 0.0;
+    c.recall.partitioned = true;
+    // Built once every event below is written, so that the partition covers them all.
+    c.recall.partition_min_vectors = 2_400;
+    c.recall.exact_max_candidates = 300;
+    Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine")
+}
+
+fn body(i: usize, actor: &str) -> serde_json::Value {
+    json!({
+        "eventType": "task_milestone", "occurredAt": "2026-06-17T09:20:00Z", "actorId": actor,
+        "resourceRefs": [format!("r{i}")], "summary": format!("event {i}"), "sourceRefs": ["s"],
+        "sourceTrust": "tool_result", "confidence": "medium", "privacyClass": "internal",
+        "retention": {"deleteOnRequest": true}
+    })
+}
+
+fn request(scope: Scope) -> RecallRequest {
+    RecallRequest {
+        query: "q".into(),
+        scope,
+        limit: 10,
+        include_superseded: false,
+        include_stale: false,
+        as_of: None,
+    }
+}
+
+/// One written event: tenant, actor, summary, vector.
+struct Written {
+    tenant: &'static str,
+    actor: String,
+    summary: String,
+    vector: Vec<f32>,
+}
+
+/// The summaries of the 10 best cosines among `written` in `tenant` (and `actor`).
+fn truth(written: &[Written], q: &[f32], tenant: &str, actor: Option<&str>) -> Vec<String> {
+    let mut scored: Vec<(f32, &str)> = written
+        .iter()
+        .filter(|w| w.tenant == tenant && actor.is_none_or(|a| w.actor == a))
+        .map(|w| {
+            (
+                w.vector.iter().zip(q).map(|(a, b)| a * b).sum(),
+                &*w.summary,
+            )
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.iter().take(10).map(|(_, s)| s.to_string()).collect()
+}
+
+fn summaries(r: &RecallResponse) -> Vec<String> {
+    r.results.iter().map(|h| h.event.summary.clone()).collect()
+}
+
+async fn wait_for_partitions(e: &Engine, covering: usize) {
+    let started = Instant::now();
+    while e.stats().partitioned < covering {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no partitions built"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_close_to_exact() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = engine(dir.path());
+    let mut rng = StdRng::seed_from_u64(23);
+    let centres: Vec<Vec<f32>> = (0..12)
+        .map(|_| unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect()))
+        .collect();
+    let mut written = Vec::new();
+    for i in 0..2_400 {
+        let tenant = if rng.gen_range(0..3) == 0 {
+            "beta"
+        } else {
+            "acme"
+        };
+        let actor = format!("a{}", rng.gen_range(0..4));
+        let centre = rng.gen_range(0..centres.len());
+        let vector = near(&mut rng, &centres[centre]);
+        let grant = TenantGrant::internal(tenant, "test");
+        e.write_embedded(&grant, &body(i, &actor), vector.clone(), false)
+            .await
+            .expect("write");
+        written.push(Written {
+            tenant,
+            actor,
+            summary: format!("event {i}"),
+            vector,
+        });
+    }
+    wait_for_partitions(&e, 2_400).await;
+    let acme = TenantGrant::internal("acme", "test");
+
+    let mut found = 0;
+    for q in 0..20 {
+        let actor = (q % 2 == 1).then(|| format!("a{}", q % 4));
+        let scope = Scope {
+            actor_ids: actor.iter().cloned().collect(),
+            ..Scope::default()
+        };
+        let v = near(&mut rng, &centres[q % centres.len()]);
+        let r = e
+            .recall_with_vector(&acme, &request(scope), &v)
+            .expect("recall");
+        assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
+        assert_eq!(r.results.len(), 10, "query {q}");
+        assert!(r.stats.candidates < 1_600, "only probed lists were read");
+        for h in &r.results {
+            assert_eq!(h.event.tenant_id, "acme", "query {q}");
+            assert!(actor.as_ref().is_none_or(|a| &h.event.actor_id == a));
+        }
+        let want = truth(&written, &v, "acme", actor.as_deref());
+        found += summaries(&r).iter().filter(|s| want.contains(s)).count();
+    }
+    assert!(found >= 190, "partitioned recall@10 {found}/200");
+
+    // A narrow scope is answered exactly.
+    let narrow = Scope {
+        resource_refs: vec!["r1".into()],
+        ..Scope::default()
+    };
+    let r = e
+        .recall_with_vector(&acme, &request(narrow), &centres[0])
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Exact);
+
+    // An event written after the build is found; once deleted, it is gone.
+    let fresh = near(&mut rng, &centres[5]);
+    let out = e
+        .write_embedded(&acme, &body(9_999, "a0"), fresh.clone(), false)
+        .await
+        .expect("write")
+        .event;
+    let r = e
+        .recall_with_vector(&acme, &request(Scope::default()), &fresh)
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Partition);
+    assert_eq!(r.results[0].event.summary, "event 9999");
+    e.delete(&acme, &out.event_id).await.expect("delete");
+    let r = e
+        .recall_with_vector(&acme, &request(Scope::default()), &fresh)
+        .expect("recall");
+    assert!(summaries(&r).iter().all(|s| s != "event 9999"));
+
+    // Another tenant's broad scope never sees acme's events.
+    let beta = TenantGrant::internal("beta", "test");
+    let r = e
+        .recall_with_vector(&beta, &request(Scope::default()), &fresh)
+        .expect("recall");
+    assert!(r.results.iter().all(|h| h.event.tenant_id == "beta"));
+    e.shutdown().await;
+}
