@@ -223,6 +223,11 @@ fn assign(centroids: &[f32], dim: usize, docs: &[u32], snap: &Snapshot) -> Vec<u
         .collect()
 }
 
+/// Vectors scored against every centroid before the next ones are read: a tile stays in the
+/// core's cache while the centroids stream past it once, instead of every vector streaming
+/// all centroids (0.77 MB at 500 lists, more than a core's L2) from the shared cache.
+const TILE: usize = 32;
+
 /// Nearest centroid by dot product (ties to the lower number), compiled for the widest
 /// vector unit the CPU has.
 struct Nearest<'a> {
@@ -236,19 +241,18 @@ impl WithSimd for Nearest<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _: S) -> Vec<u32> {
-        self.vectors
-            .iter()
-            .map(|v| {
-                let mut best = (f32::NEG_INFINITY, 0u32);
-                for (i, c) in self.centroids.chunks_exact(self.dim).enumerate() {
+        let mut best = vec![(f32::NEG_INFINITY, 0u32); self.vectors.len()];
+        for (tile, slots) in self.vectors.chunks(TILE).zip(best.chunks_mut(TILE)) {
+            for (i, c) in self.centroids.chunks_exact(self.dim).enumerate() {
+                for (v, slot) in tile.iter().zip(slots.iter_mut()) {
                     let s = dot(v, c);
-                    if s > best.0 {
-                        best = (s, i as u32);
+                    if s > slot.0 {
+                        *slot = (s, i as u32);
                     }
                 }
-                best.1
-            })
-            .collect()
+            }
+        }
+        best.into_iter().map(|(_, list)| list).collect()
     }
 }
 
