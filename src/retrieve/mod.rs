@@ -431,12 +431,13 @@ pub fn recall_ranked(
             return Ok(Some((Vec::new(), HashMap::new())));
         };
         let heads = if partitioned {
+            let text = (rank.lexical_share > 0.0).then_some(req.query.as_str());
             match partition_scope(
                 shared,
                 &config.recall,
                 access,
                 &filter,
-                query,
+                (query, text),
                 &vis,
                 req.limit,
             )? {
@@ -479,9 +480,14 @@ pub fn recall_ranked(
     Ok(response)
 }
 
+/// BM25 matches added to a partitioned candidate set, per result asked for.
+const PARTITION_LEXICAL_DEPTH: usize = 4;
+
 /// The visible in-scope heads among the members of the partition lists nearest `query`
-/// (the nearest `partition_probe_share` of them, more while fewer than `k` were found) and
-/// among the ids the partition does not cover, in id order. `None` (the caller takes the
+/// (the nearest `partition_probe_share` of them, more while fewer than `k` were found),
+/// among the ids the partition does not cover, and, when `text` is given (BM25 has a share
+/// of the ranking), among the scope's [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id
+/// order. `None` (the caller takes the
 /// exact path) unless partitioned recall is on, a partition is built, heads can decide the
 /// filter and the index counts more than `exact_max_candidates` events in scope.
 fn partition_scope(
@@ -489,7 +495,7 @@ fn partition_scope(
     cfg: &RecallConfig,
     access: &Access,
     filter: &ScopeFilter,
-    query: &[f32],
+    (query, text): (&[f32], Option<&str>),
     vis: &Visibility,
     k: usize,
 ) -> Result<Option<Vec<Head>>, Problem> {
@@ -525,7 +531,17 @@ fn partition_scope(
     }
     let uncovered = (partition.upto()..table.next_doc()).map(|d| table.head(d));
     heads.extend(uncovered.filter(keep));
+    if let Some(text) = text {
+        // Events the query names by their words, wherever their vectors lie.
+        let depth = k.saturating_mul(PARTITION_LEXICAL_DEPTH);
+        let hits = shared
+            .scope
+            .lexical(filter, text, depth)
+            .map_err(index_error)?;
+        heads.extend(hits.iter().map(|(d, _)| table.head(*d)).filter(keep));
+    }
     heads.sort_unstable_by_key(|h| h.doc);
+    heads.dedup_by_key(|h| h.doc);
     Ok(Some(heads))
 }
 

@@ -31,10 +31,14 @@ fn near(rng: &mut StdRng, centre: &[f32]) -> Vec<f32> {
     )
 }
 
-fn engine(dir: &std::path::Path) -> Engine {
+/// With `lexical` off, cosine alone ranks (priors are equal here), so brute force over the
+/// vectors is the truth.
+fn engine(dir: &std::path::Path, lexical: bool) -> Engine {
     let mut c = EngineConfig::new(dir.to_path_buf());
-    // Cosine alone (priors are equal here), so brute force over the vectors is the truth.
-    c.rank.lexical_share = 0.0;
+    if !lexical {
+        c.rank.lexical_share = 0.0;
+        c.rank.short_lexical_share = 0.0;
+    }
     c.rank.context_weight = 0.0;
     c.rank.actor_boost = 0.0;
     c.recall.partitioned = true;
@@ -103,14 +107,15 @@ async fn wait_for_partitions(e: &Engine, covering: usize) {
     }
 }
 
-#[tokio::test]
-async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_close_to_exact() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let e = engine(dir.path());
-    let mut rng = StdRng::seed_from_u64(23);
-    let centres: Vec<Vec<f32>> = (0..12)
+fn centres(rng: &mut StdRng) -> Vec<Vec<f32>> {
+    (0..12)
         .map(|_| unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect()))
-        .collect();
+        .collect()
+}
+
+/// Writes 2,400 events around `centres` in tenants acme (two thirds) and beta, by four
+/// actors, and waits for the partitions to cover the first 2,400 events written.
+async fn corpus(e: &Engine, rng: &mut StdRng, centres: &[Vec<f32>]) -> Vec<Written> {
     let mut written = Vec::new();
     for i in 0..2_400 {
         let tenant = if rng.gen_range(0..3) == 0 {
@@ -120,7 +125,7 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
         };
         let actor = format!("a{}", rng.gen_range(0..4));
         let centre = rng.gen_range(0..centres.len());
-        let vector = near(&mut rng, &centres[centre]);
+        let vector = near(rng, &centres[centre]);
         let grant = TenantGrant::internal(tenant, "test");
         e.write_embedded(&grant, &body(i, &actor), vector.clone(), false)
             .await
@@ -132,7 +137,17 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
             vector,
         });
     }
-    wait_for_partitions(&e, 2_400).await;
+    wait_for_partitions(e, 2_400).await;
+    written
+}
+
+#[tokio::test]
+async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_close_to_exact() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = engine(dir.path(), false);
+    let mut rng = StdRng::seed_from_u64(23);
+    let centres = centres(&mut rng);
+    let written = corpus(&e, &mut rng, &centres).await;
     let acme = TenantGrant::internal("acme", "test");
 
     let mut found = 0;
@@ -192,5 +207,32 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
         .recall_with_vector(&beta, &request(Scope::default()), &fresh)
         .expect("recall");
     assert!(r.results.iter().all(|h| h.event.tenant_id == "beta"));
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_bm25_in_the_ranking_a_partitioned_recall_also_reads_the_best_word_matches() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = engine(dir.path(), true);
+    let mut rng = StdRng::seed_from_u64(29);
+    let centres = centres(&mut rng);
+    let acme = TenantGrant::internal("acme", "test");
+    let mut zebra = body(7_777, "a2");
+    zebra["summary"] = json!("a zebra crossed the loading dock");
+    // Written first, so that the partition covers it (it is not in the unpartitioned tail).
+    e.write_embedded(&acme, &zebra, near(&mut rng, &centres[3]), false)
+        .await
+        .expect("write");
+    corpus(&e, &mut rng, &centres).await;
+    // The query vector points away from the zebra's lists, so no probe reads them.
+    let away: Vec<f32> = centres[3].iter().map(|x| -x).collect();
+    let mut req = request(Scope::default());
+    req.query = "zebra".into();
+    let r = e.recall_with_vector(&acme, &req, &away).expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Partition);
+    assert_eq!(
+        r.results[0].event.summary,
+        "a zebra crossed the loading dock"
+    );
     e.shutdown().await;
 }
