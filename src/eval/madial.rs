@@ -23,7 +23,8 @@ use serde_json::{json, Value};
 
 use super::metrics::{GroupReport, OVERALL};
 use super::{
-    render_arms, score_all, secs, ArmReport, ConfigReport, Doc, Harness, Query, WallTimes,
+    render_arms, score_all, secs, ArmReport, ConfigReport, Doc, EvalPartitions, Harness, Query,
+    WallTimes,
 };
 
 /// Cut-offs scored.
@@ -38,6 +39,8 @@ pub struct Options {
     pub model_dir: PathBuf,
     /// Also score the ablation arms.
     pub ablation: bool,
+    /// Partitioned recall probing this share of the lists (default: exact recall).
+    pub partition_probe_share: Option<f64>,
 }
 
 /// Dataset counts of a run.
@@ -244,7 +247,13 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     }
     counts.dialogues = queries.len();
 
-    let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation)?;
+    let partitions = opts
+        .partition_probe_share
+        .map(|probe_share| EvalPartitions {
+            probe_share,
+            events: docs.len(),
+        });
+    let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation, partitions)?;
     let setup = secs(started);
     let t = Instant::now();
     let ingest_embed = harness.ingest(&docs)?;

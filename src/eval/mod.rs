@@ -156,7 +156,24 @@ pub struct CommonArgs {
     /// next to the default ranking, on the same ingested data.
     #[arg(long)]
     pub ablation: bool,
+    /// Answer every scope of more than 100 events from vector partitions built over the
+    /// whole ingested set, reading this share of the lists (what partitioned recall costs
+    /// in recall on real embeddings; default: exact recall).
+    #[arg(long)]
+    pub partition_probe_share: Option<f64>,
 }
+
+/// Partitioned recall in an eval: the share of lists probed and the events to wait for.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalPartitions {
+    /// See [`crate::retrieve::RecallConfig::partition_probe_share`].
+    pub probe_share: f64,
+    /// Partitions are built once this many events are stored (the whole set).
+    pub events: usize,
+}
+
+/// Scopes up to this size are scored exactly in an eval with partitions.
+const EVAL_EXACT_MAX: usize = 100;
 
 /// `episodic eval locomo` arguments.
 #[derive(Debug, Clone, Args)]
@@ -194,6 +211,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 conversations: a.conversations,
                 model_dir: a.common.model_dir.clone(),
                 ablation: a.common.ablation,
+                partition_probe_share: a.common.partition_probe_share,
             };
             let report = locomo::evaluate(&opts)?;
             print!("{}", report.table());
@@ -204,6 +222,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 path: a.path,
                 model_dir: a.common.model_dir.clone(),
                 ablation: a.common.ablation,
+                partition_probe_share: a.common.partition_probe_share,
             };
             let report = madial::evaluate(&opts)?;
             print!("{}", report.table());
@@ -389,6 +408,9 @@ pub struct ConfigReport {
     pub depth: usize,
     /// The ablation arms scored (empty without `--ablation`).
     pub ablation_arms: Vec<String>,
+    /// With `--partition-probe-share`, the share of partition lists read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_probe_share: Option<f64>,
 }
 
 /// Removes a directory tree when dropped.
@@ -431,6 +453,7 @@ impl Harness {
         model_dir: &Path,
         max_summary_bytes: usize,
         ablation: bool,
+        partitions: Option<EvalPartitions>,
     ) -> anyhow::Result<Self> {
         let dir = TempDir::new()?;
         let embedder = Arc::new(
@@ -439,6 +462,16 @@ impl Harness {
         );
         let mut config = EngineConfig::new(dir.0.clone());
         config.limits.max_summary_bytes = config.limits.max_summary_bytes.max(max_summary_bytes);
+        if let Some(p) = partitions {
+            anyhow::ensure!(
+                p.probe_share > 0.0 && p.probe_share <= 1.0,
+                "--partition-probe-share must lie in (0, 1]"
+            );
+            config.recall.partitioned = true;
+            config.recall.partition_probe_share = p.probe_share;
+            config.recall.partition_min_vectors = p.events;
+            config.recall.exact_max_candidates = EVAL_EXACT_MAX;
+        }
         let arms = if ablation {
             ablation_arms(&config.rank)
         } else {
@@ -482,6 +515,12 @@ impl Harness {
             episode_gap_minutes: r.episode_gap_ms as f64 / 60_000.0,
             depth: DEPTH,
             ablation_arms: self.arms.iter().map(|a| a.name.to_string()).collect(),
+            partition_probe_share: self
+                .engine
+                .config()
+                .recall
+                .partitioned
+                .then_some(self.engine.config().recall.partition_probe_share),
         }
     }
 
@@ -529,7 +568,22 @@ impl Harness {
         if stored != docs.len() {
             bail!("{} events written but {stored} stored", docs.len());
         }
+        if self.engine.config().recall.partitioned {
+            self.wait_for_partitions(docs.len())?;
+        }
         Ok(embed_secs)
+    }
+
+    /// Waits until the vector partitions cover `events` ids (built in the background).
+    fn wait_for_partitions(&self, events: usize) -> anyhow::Result<()> {
+        let started = Instant::now();
+        while self.engine.stats().partitioned < events {
+            if started.elapsed() > std::time::Duration::from_secs(600) {
+                bail!("vector partitions were not built within 10 minutes");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// Embeds `texts` in one batched pass off the async threads.

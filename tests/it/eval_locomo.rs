@@ -32,6 +32,7 @@ fn locomo_first_conversation_meets_recall_floor() {
         conversations: Some(1),
         model_dir: model_dir(),
         ablation: true,
+        partition_probe_share: None,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);
