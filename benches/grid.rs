@@ -434,6 +434,7 @@ fn engine_config(dir: &Path) -> EngineConfig {
         confidence: 0.0,
     };
     config.rank.lexical_share = 0.0;
+    config.rank.short_lexical_share = 0.0;
     config.rank.context_weight = 0.0;
     config.rank.actor_boost = 0.0;
     config.stale = SubjectRule::OFF;

@@ -1,6 +1,7 @@
 //! Vector partitions: an inverted-file layout for approximate recall over broad scopes.
 //!
-//! Spherical k-means over a fixed-stride sample of the stored vectors gives `lists`
+//! Spherical k-means (seeded by k-means++ with a fixed seed) over a fixed-stride sample of
+//! the stored vectors (in an order of their content, not of their ids) gives `lists`
 //! centroids; every vector below `upto` is assigned to its nearest centroid, and each list
 //! keeps its members grouped by tenant (by tenant number, then id), so that a probe reads
 //! one tenant's members of a list as one contiguous run of ids.
@@ -13,9 +14,12 @@
 //!   head (scope, grant, visibility) as for any candidate, so a partition built before a
 //!   deletion, expiry or supersession never shows what the head no longer allows.
 //! * A partition is immutable; it is replaced whole, never patched.
-//! * A build is deterministic: the same vectors and tenants give the same partition.
+//! * A build is deterministic: the same vectors and tenants give the same partition, and
+//!   the same vectors under other ids give the same lists of vectors.
 
 use pulp::{Simd, WithSimd};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::exact::dot;
@@ -104,9 +108,14 @@ impl Partition {
         // (a waiting appender would block them), so this one ends with the sample.
         let sample: Vec<f32> = {
             let reader = snap.reader();
-            docs.iter()
+            let vector = |d: u32| reader.vector(d).unwrap_or(&[]);
+            let mut keyed: Vec<(u64, u32)> =
+                docs.iter().map(|&d| (content_key(vector(d)), d)).collect();
+            keyed.sort_unstable();
+            keyed
+                .iter()
                 .step_by(stride)
-                .flat_map(|&d| reader.vector(d).unwrap_or(&[]).iter().copied())
+                .flat_map(|&(_, d)| vector(d).iter().copied())
                 .collect()
         };
         let centroids = train(&sample, dim, lists);
@@ -161,14 +170,76 @@ impl Partition {
     }
 }
 
-/// Spherical k-means: `lists` unit centroids of the `dim`-component rows of `sample`,
-/// started from evenly spaced rows. A list left empty by a round keeps its centroid.
-fn train(sample: &[f32], dim: usize, lists: usize) -> Vec<f32> {
+/// Components of a vector its sampling key reads.
+const KEY_COMPONENTS: usize = 8;
+
+/// A key from a vector's leading components: the training sample is taken in key order, so
+/// that a partition depends on which vectors are stored, not on the order concurrent
+/// writers happened to store them in (ids break ties, between vectors that begin alike).
+fn content_key(vector: &[f32]) -> u64 {
+    vector
+        .iter()
+        .take(KEY_COMPONENTS)
+        .fold(0xcbf2_9ce4_8422_2325, |h, x| {
+            (h ^ u64::from(x.to_bits())).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
+/// Seed of the k-means++ draws: builds are reproducible.
+const SEED: u64 = 0x5eed_9a27;
+
+/// k-means++ seeding: `lists` rows of `sample`, each drawn with probability proportional to
+/// its squared distance from the nearest row drawn before, so that no well-separated group
+/// of vectors starts without a centroid of its own.
+fn seed_centroids(sample: &[f32], dim: usize, lists: usize) -> Vec<f32> {
     let rows = sample.len() / dim;
-    let step = rows / lists;
-    let mut centroids: Vec<f32> = (0..lists)
-        .flat_map(|i| sample[i * step * dim..(i * step + 1) * dim].iter().copied())
-        .collect();
+    let row = |i: usize| &sample[i * dim..(i + 1) * dim];
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut centroids = Vec::with_capacity(lists * dim);
+    let mut far = vec![f32::INFINITY; rows];
+    let mut next = rng.gen_range(0..rows);
+    for _ in 0..lists {
+        let chosen = row(next);
+        centroids.extend_from_slice(chosen);
+        far.par_chunks_mut(ASSIGN_CHUNK)
+            .enumerate()
+            .for_each(|(c, part)| {
+                for (j, f) in part.iter_mut().enumerate() {
+                    let d = (2.0 - 2.0 * dot(row(c * ASSIGN_CHUNK + j), chosen)).max(0.0);
+                    *f = f.min(d);
+                }
+            });
+        let total: f64 = far.iter().map(|&f| f64::from(f)).sum();
+        next = if total > 0.0 {
+            draw(&far, rng.gen::<f64>() * total)
+        } else {
+            (next + 1) % rows
+        };
+    }
+    centroids
+}
+
+/// The index where the running sum of `weights` first exceeds `target` (the last index
+/// with a positive weight when rounding leaves it short).
+fn draw(weights: &[f32], target: f64) -> usize {
+    let mut sum = 0.0f64;
+    let mut last = 0;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            last = i;
+            sum += f64::from(w);
+            if sum > target {
+                return i;
+            }
+        }
+    }
+    last
+}
+
+/// Spherical k-means: `lists` unit centroids of the `dim`-component rows of `sample`,
+/// seeded by k-means++. A list left empty by a round keeps its centroid.
+fn train(sample: &[f32], dim: usize, lists: usize) -> Vec<f32> {
+    let mut centroids = seed_centroids(sample, dim, lists);
     for _ in 0..ROUNDS {
         let nearest = nearest_rows(&centroids, dim, sample);
         let mut sums = vec![0.0f32; lists * dim];
@@ -259,8 +330,6 @@ impl WithSimd for Nearest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
 
     fn unit(mut v: Vec<f32>) -> Vec<f32> {
         let n = dot(&v, &v).sqrt();
@@ -311,9 +380,10 @@ mod tests {
 
     #[test]
     fn a_query_near_a_cluster_probes_that_clusters_list_first() {
+        // Twice as many lists as clusters, as in use (lists grow as √n, clusters do not).
         let (store, centres) = corpus(4000, 16, 32);
         let tenants = vec![0u32; 4000];
-        let p = Partition::build(&store, &tenants, 16).expect("built");
+        let p = Partition::build(&store, &tenants, 32).expect("built");
         for (c, centre) in centres.iter().enumerate() {
             let first = p.order(centre)[0];
             let members = p.members(first, 0);
@@ -338,6 +408,22 @@ mod tests {
             assert_eq!(a.members(l, 1), b.members(l, 1));
         }
         assert!(Partition::build(&store, &tenants[..10], 16).is_none());
+
+        // The same vectors stored in reverse order: the same centroids, the same lists.
+        let snap = store.snapshot();
+        let reader = snap.reader();
+        let reversed = VectorStore::new(8);
+        for id in 0..1000u32 {
+            let v = reader.vector(999 - id).expect("stored");
+            reversed.push(id, v).expect("push");
+        }
+        let r = Partition::build(&reversed, &tenants, 16).expect("reversed");
+        assert_eq!(a.centroids, r.centroids);
+        for l in 0..16 {
+            let mut mapped: Vec<u32> = r.members(l, 1).iter().map(|d| 999 - d).collect();
+            mapped.sort_unstable();
+            assert_eq!(a.members(l, 1), mapped, "list {l}");
+        }
         assert_eq!(Partition::lists_for(1_000_000), 500);
         assert_eq!(Partition::lists_for(100), 16);
         assert_eq!(Partition::lists_for(1 << 30), 1024);
