@@ -36,7 +36,9 @@ use crate::auth::TenantGrant;
 use crate::engine::{EngineConfig, Entry, Head, Shared, Table, NONE, NO_SOURCE};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
-use crate::index::vector::{code_bounds, dot, exact_scores, top_k, IdSet, QueryCode, VectorStore};
+use crate::index::vector::{
+    code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
+};
 use crate::model::{EventStatus, PrivacyClass, StoredEvent, Timestamp};
 use crate::rank::{Breakdown, Prior, RankConfig, Signals};
 use crate::telemetry;
@@ -483,13 +485,20 @@ pub fn recall_ranked(
 /// BM25 matches added to a partitioned candidate set, per result asked for.
 const PARTITION_LEXICAL_DEPTH: usize = 4;
 
+/// A scope of at most this many times the tenant members the probed lists hold is read by
+/// its ids (each looked up in the partition) rather than by the lists' members.
+const PARTITION_BY_ID_FACTOR: usize = 2;
+
 /// The visible in-scope heads among the members of the partition lists nearest `query`
-/// (the nearest `partition_probe_share` of them, more while fewer than `k` were found),
-/// among the ids the partition does not cover, and, when `text` is given (BM25 has a share
-/// of the ranking), among the scope's [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id
-/// order. `None` (the caller takes the
-/// exact path) unless partitioned recall is on, a partition is built, heads can decide the
-/// filter and the index counts more than `exact_max_candidates` events in scope.
+/// (the nearest `partition_probe_share` of them), among the ids the partition does not
+/// cover, and, when `text` is given (BM25 has a share of the ranking), among the scope's
+/// [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id order. A scope that is a large
+/// part of its tenant is read from the probed lists' members, more lists while fewer than
+/// `k` were found; a narrower one from the index's ids, those in a probed list kept.
+/// `None` (the caller takes the exact path) unless partitioned recall is on, a partition
+/// is built, heads can decide the filter and the index counts more than
+/// `exact_max_candidates` events in scope, or when a narrow scope's probed lists hold
+/// fewer than `k` of its events.
 fn partition_scope(
     shared: &Shared,
     cfg: &RecallConfig,
@@ -508,7 +517,8 @@ fn partition_scope(
     let Some(scope) = shared.table.read().head_filter(filter) else {
         return Ok(None);
     };
-    if shared.scope.count(filter).map_err(index_error)? <= cfg.exact_max_candidates {
+    let count = shared.scope.count(filter).map_err(index_error)?;
+    if count <= cfg.exact_max_candidates {
         return Ok(None);
     }
     let order = partition.order(query);
@@ -518,19 +528,23 @@ fn partition_scope(
     let probes = (order.len() as f64 * cfg.partition_probe_share)
         .ceil()
         .max(1.0) as usize;
-    let table = shared.table.read();
+    let probed_members = partition.tenant_size(scope.tenant) * probes / order.len();
     let view = View::new(vis);
     let keep = |h: &Head| scope.matches(h) && view.shows(h) && access.allows(h);
-    let mut heads = Vec::new();
-    for (probed, &list) in order.iter().enumerate() {
-        if probed >= probes && heads.len() >= k {
-            break;
+    let probe = Probe {
+        partition: &partition,
+        order: &order,
+        probes,
+    };
+    let mut heads = if count <= probed_members.saturating_mul(PARTITION_BY_ID_FACTOR) {
+        let heads = probe_by_id(shared, filter, &probe, keep)?;
+        if heads.len() < k {
+            return Ok(None);
         }
-        let members = partition.members(list, scope.tenant).iter();
-        heads.extend(members.map(|&d| table.head(d)).filter(keep));
-    }
-    let uncovered = (partition.upto()..table.next_doc()).map(|d| table.head(d));
-    heads.extend(uncovered.filter(keep));
+        heads
+    } else {
+        probe_lists(shared, &probe, scope.tenant, k, keep)
+    };
     if let Some(text) = text {
         // Events the query names by their words, wherever their vectors lie.
         let depth = k.saturating_mul(PARTITION_LEXICAL_DEPTH);
@@ -538,11 +552,70 @@ fn partition_scope(
             .scope
             .lexical(filter, text, depth)
             .map_err(index_error)?;
+        let table = shared.table.read();
         heads.extend(hits.iter().map(|(d, _)| table.head(*d)).filter(keep));
     }
     heads.sort_unstable_by_key(|h| h.doc);
     heads.dedup_by_key(|h| h.doc);
     Ok(Some(heads))
+}
+
+/// The partition lists a recall reads: the first `probes` of `order`.
+struct Probe<'a> {
+    partition: &'a Partition,
+    order: &'a [u32],
+    probes: usize,
+}
+
+/// The kept heads among the scope's ids (from the index) that lie in a probed list or in
+/// none (written after the build).
+fn probe_by_id(
+    shared: &Shared,
+    filter: &ScopeFilter,
+    probe: &Probe<'_>,
+    keep: impl Fn(&Head) -> bool,
+) -> Result<Vec<Head>, Problem> {
+    let mut probed = vec![false; probe.order.len()];
+    for &list in probe.order.iter().take(probe.probes) {
+        probed[list as usize] = true;
+    }
+    let in_probed = |d: &&u32| {
+        probe
+            .partition
+            .list_of(**d)
+            .is_none_or(|l| probed[l as usize])
+    };
+    let ids = candidates(shared, filter)?;
+    let table = shared.table.read();
+    Ok(ids
+        .iter()
+        .filter(in_probed)
+        .map(|&d| table.head(d))
+        .filter(|h| keep(h))
+        .collect())
+}
+
+/// The kept heads among `tenant`'s members of the probed lists (more lists, in order,
+/// while fewer than `k` were kept) and among the ids the partition does not cover.
+fn probe_lists(
+    shared: &Shared,
+    probe: &Probe<'_>,
+    tenant: u32,
+    k: usize,
+    keep: impl Fn(&Head) -> bool,
+) -> Vec<Head> {
+    let table = shared.table.read();
+    let mut heads = Vec::new();
+    for (probed, &list) in probe.order.iter().enumerate() {
+        if probed >= probe.probes && heads.len() >= k {
+            break;
+        }
+        let members = probe.partition.members(list, tenant).iter();
+        heads.extend(members.map(|&d| table.head(d)).filter(|h| keep(h)));
+    }
+    let uncovered = (probe.partition.upto()..table.next_doc()).map(|d| table.head(d));
+    heads.extend(uncovered.filter(|h| keep(h)));
+    heads
 }
 
 /// What every scoring path needs.

@@ -33,7 +33,7 @@ fn near(rng: &mut StdRng, centre: &[f32]) -> Vec<f32> {
 
 /// With `lexical` off, cosine alone ranks (priors are equal here), so brute force over the
 /// vectors is the truth.
-fn engine(dir: &std::path::Path, lexical: bool) -> Engine {
+fn engine(dir: &std::path::Path, lexical: bool, probe_share: f64) -> Engine {
     let mut c = EngineConfig::new(dir.to_path_buf());
     if !lexical {
         c.rank.lexical_share = 0.0;
@@ -42,6 +42,7 @@ fn engine(dir: &std::path::Path, lexical: bool) -> Engine {
     c.rank.context_weight = 0.0;
     c.rank.actor_boost = 0.0;
     c.recall.partitioned = true;
+    c.recall.partition_probe_share = probe_share;
     // Built once every event below is written, so that the partition covers them all.
     c.recall.partition_min_vectors = 2_400;
     c.recall.exact_max_candidates = 300;
@@ -144,7 +145,7 @@ async fn corpus(e: &Engine, rng: &mut StdRng, centres: &[Vec<f32>]) -> Vec<Writt
 #[tokio::test]
 async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_close_to_exact() {
     let dir = tempfile::tempdir().expect("tmp");
-    let e = engine(dir.path(), false);
+    let e = engine(dir.path(), false, 1.0 / 16.0);
     let mut rng = StdRng::seed_from_u64(23);
     let centres = centres(&mut rng);
     let written = corpus(&e, &mut rng, &centres).await;
@@ -171,7 +172,8 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
         let want = truth(&written, &v, "acme", actor.as_deref());
         found += summaries(&r).iter().filter(|s| want.contains(s)).count();
     }
-    assert!(found >= 190, "partitioned recall@10 {found}/200");
+    // 2 of 24 lists read for loosely clustered vectors: 0.94 measured, 0.1 for a random pick.
+    assert!(found >= 180, "partitioned recall@10 {found}/200");
 
     // A narrow scope is answered exactly.
     let narrow = Scope {
@@ -213,7 +215,7 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
 #[tokio::test]
 async fn with_bm25_in_the_ranking_a_partitioned_recall_also_reads_the_best_word_matches() {
     let dir = tempfile::tempdir().expect("tmp");
-    let e = engine(dir.path(), true);
+    let e = engine(dir.path(), true, 1.0 / 16.0);
     let mut rng = StdRng::seed_from_u64(29);
     let centres = centres(&mut rng);
     let acme = TenantGrant::internal("acme", "test");
@@ -234,5 +236,66 @@ async fn with_bm25_in_the_ranking_a_partitioned_recall_also_reads_the_best_word_
         r.results[0].event.summary,
         "a zebra crossed the loading dock"
     );
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_scope_narrower_than_the_probed_lists_is_read_by_id_and_stays_fresh() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A quarter of 24 lists: about 400 of acme's 1,600 events are probed, so an actor's
+    // scope (about 400) is read by its ids and the whole tenant's from the lists.
+    let e = engine(dir.path(), false, 0.25);
+    let mut rng = StdRng::seed_from_u64(31);
+    let centres = centres(&mut rng);
+    let written = corpus(&e, &mut rng, &centres).await;
+    let acme = TenantGrant::internal("acme", "test");
+    let scope = |actor: &str| Scope {
+        actor_ids: vec![actor.into()],
+        ..Scope::default()
+    };
+
+    let mut found = 0;
+    for q in 0..20 {
+        let actor = format!("a{}", q % 4);
+        let v = near(&mut rng, &centres[q % centres.len()]);
+        let r = e
+            .recall_with_vector(&acme, &request(scope(&actor)), &v)
+            .expect("recall");
+        assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
+        assert_eq!(r.results.len(), 10, "query {q}");
+        let in_scope = written
+            .iter()
+            .filter(|w| w.tenant == "acme" && w.actor == actor)
+            .count();
+        assert!(
+            r.stats.candidates * 2 < in_scope,
+            "only probed lists were read"
+        );
+        for h in &r.results {
+            assert_eq!((&*h.event.tenant_id, &*h.event.actor_id), ("acme", &*actor));
+        }
+        let want = truth(&written, &v, "acme", Some(&actor));
+        found += summaries(&r).iter().filter(|s| want.contains(s)).count();
+    }
+    // 6 of 24 lists read: 1.0 measured, about 0.25 for a random pick.
+    assert!(found >= 190, "partitioned recall@10 {found}/200");
+
+    // Written after the build (in no list): found through the index's ids; deleted: gone.
+    let fresh = near(&mut rng, &centres[7]);
+    let out = e
+        .write_embedded(&acme, &body(9_999, "a3"), fresh.clone(), false)
+        .await
+        .expect("write")
+        .event;
+    let r = e
+        .recall_with_vector(&acme, &request(scope("a3")), &fresh)
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Partition);
+    assert_eq!(r.results[0].event.summary, "event 9999");
+    e.delete(&acme, &out.event_id).await.expect("delete");
+    let r = e
+        .recall_with_vector(&acme, &request(scope("a3")), &fresh)
+        .expect("recall");
+    assert!(summaries(&r).iter().all(|s| s != "event 9999"));
     e.shutdown().await;
 }

@@ -37,6 +37,12 @@ const ASSIGN_CHUNK: usize = 2048;
 /// The tenant of a slot no list may hold (empty or deleted).
 const NO_TENANT: u32 = u32::MAX;
 
+/// The list of an id no list holds.
+const NO_LIST: u16 = u16::MAX;
+
+/// At most this many lists, so that a list number fits `list_of`'s 16 bits.
+const MAX_LISTS: usize = 1024;
+
 /// One list's members, grouped by tenant.
 #[derive(Debug, Default)]
 struct List {
@@ -82,13 +88,19 @@ pub struct Partition {
     /// `lists × dim`, each row unit length (or zero).
     centroids: Vec<f32>,
     lists: Vec<List>,
+    /// The list of each id below `upto` (`NO_LIST`: none), for scopes read by id.
+    list_of: Vec<u16>,
+    /// Members per tenant number.
+    tenant_sizes: Vec<u32>,
     upto: u32,
 }
 
 impl Partition {
     /// The number of lists for `n` vectors: about `√n / 2`, at least 16, at most 1024.
     pub fn lists_for(n: usize) -> usize {
-        ((n as f64).sqrt() / 2.0).round().clamp(16.0, 1024.0) as usize
+        ((n as f64).sqrt() / 2.0)
+            .round()
+            .clamp(16.0, MAX_LISTS as f64) as usize
     }
 
     /// Partitions the vectors of `store` below `tenants.len()` whose tenant is not
@@ -100,7 +112,7 @@ impl Partition {
         let docs: Vec<u32> = (0..upto as u32)
             .filter(|&d| tenants[d as usize] != NO_TENANT)
             .collect();
-        if lists == 0 || docs.len() < lists {
+        if lists == 0 || lists > MAX_LISTS || docs.len() < lists {
             return None;
         }
         let stride = (docs.len() / (lists * SAMPLE_PER_LIST)).max(1);
@@ -121,15 +133,41 @@ impl Partition {
         let centroids = train(&sample, dim, lists);
         let nearest = assign(&centroids, dim, &docs, &snap);
         let mut pairs: Vec<Vec<(u32, u32)>> = (0..lists).map(|_| Vec::new()).collect();
+        let mut list_of = vec![NO_LIST; upto];
+        let mut tenant_sizes = Vec::new();
         for (&doc, &list) in docs.iter().zip(&nearest) {
-            pairs[list as usize].push((tenants[doc as usize], doc));
+            let tenant = tenants[doc as usize];
+            pairs[list as usize].push((tenant, doc));
+            list_of[doc as usize] = list as u16;
+            if tenant_sizes.len() <= tenant as usize {
+                tenant_sizes.resize(tenant as usize + 1, 0);
+            }
+            tenant_sizes[tenant as usize] += 1;
         }
         Some(Partition {
             dim,
             centroids,
             lists: pairs.into_par_iter().map(List::from_pairs).collect(),
+            list_of,
+            tenant_sizes,
             upto: upto as u32,
         })
+    }
+
+    /// The list `doc` was assigned to; `None` at or above [`Partition::upto`] and for ids
+    /// no list holds.
+    pub fn list_of(&self, doc: u32) -> Option<u32> {
+        self.list_of
+            .get(doc as usize)
+            .filter(|&&l| l != NO_LIST)
+            .map(|&l| u32::from(l))
+    }
+
+    /// How many ids of tenant number `tenant` the lists hold.
+    pub fn tenant_size(&self, tenant: u32) -> usize {
+        self.tenant_sizes
+            .get(tenant as usize)
+            .map_or(0, |&n| n as usize)
     }
 
     /// Ids below this were assigned to lists.
@@ -375,7 +413,20 @@ mod tests {
         for (d, n) in seen.iter().enumerate() {
             let want = u32::from(d < 2900 && d != 17);
             assert_eq!(*n, want, "id {d}");
+            if let Some(list) = p.list_of(d as u32) {
+                assert!(p
+                    .members(list, tenants[d])
+                    .binary_search(&(d as u32))
+                    .is_ok());
+            } else {
+                assert_eq!(want, 0, "id {d} has no list");
+            }
         }
+        // Ids 0..2900 by i % 3, less id 17 (tenant 2), which has none.
+        assert_eq!(p.tenant_size(0), 967);
+        assert_eq!(p.tenant_size(1), 967);
+        assert_eq!(p.tenant_size(2), 965);
+        assert_eq!(p.tenant_size(3), 0);
     }
 
     #[test]
