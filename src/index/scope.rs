@@ -321,6 +321,47 @@ impl ScopeIndex {
             .map_err(|e| self.err(e))
     }
 
+    /// Bounds on [`ScopeIndex::count`] read from term statistics alone (no posting list is
+    /// read), for a filter of the tenant and at most one actor, project or event-type list
+    /// (each event has at most one of each, so the terms' document frequencies add up);
+    /// `None` for any other filter. The upper bound also counts deleted documents not yet
+    /// merged away; the lower one subtracts every deleted document of the index.
+    pub fn count_bounds(&self, filter: &ScopeFilter) -> Option<(usize, usize)> {
+        let f = &self.fields;
+        let narrowing = [
+            (f.actor, &filter.actor_ids),
+            (f.project, &filter.project_ids),
+            (f.event_type, &filter.event_types),
+        ];
+        let mut lists = narrowing.iter().filter(|(_, values)| !values.is_empty());
+        let single = lists.next();
+        let simple = lists.next().is_none()
+            && filter.resource_refs.is_empty()
+            && filter.occurred_after_ms.is_none()
+            && filter.occurred_before_ms.is_none();
+        if !simple {
+            return None;
+        }
+        let searcher = self.reader.searcher();
+        let freq = |term: &Term| searcher.doc_freq(term).ok().map(|n| n as usize);
+        let upper = match single {
+            None => freq(&Term::from_field_text(f.tenant, &filter.tenant))?,
+            Some((field, values)) => {
+                let distinct: std::collections::BTreeSet<&String> = values.iter().collect();
+                let terms = distinct
+                    .into_iter()
+                    .map(|v| Term::from_field_text(*field, &qualified(&filter.tenant, v)));
+                terms.map(|t| freq(&t)).sum::<Option<usize>>()?
+            }
+        };
+        let deleted: usize = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.num_deleted_docs() as usize)
+            .sum();
+        Some((upper.saturating_sub(deleted), upper))
+    }
+
     /// BM25 lexical search of `query` restricted to `filter` (a required,
     /// non-scoring clause); the top `k` `(doc, score)` pairs, best first (ties by id).
     ///
@@ -983,6 +1024,37 @@ mod tests {
         assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 4]);
         assert_eq!(index.count(&tenant("t1")).unwrap(), 3);
         assert_eq!(index.num_docs(), 5);
+    }
+
+    #[test]
+    fn count_bounds_hold_the_count_and_are_exact_without_deletions() {
+        let (_d, index, _) = fixture_index();
+        let mut f = tenant("t1");
+        assert_eq!(index.count_bounds(&f), Some((4, 4)));
+        f.actor_ids = strings(&["alice", "carol", "alice", "nobody"]);
+        assert_eq!(index.count_bounds(&f), Some((3, 3)));
+        f.actor_ids.clear();
+        f.event_types = strings(&["commit"]);
+        assert_eq!(index.count_bounds(&f), Some((2, 2)));
+        f.project_ids = strings(&["p1"]);
+        assert_eq!(index.count_bounds(&f), None, "two lists");
+        f.project_ids.clear();
+        f.occurred_after_ms = Some(150);
+        assert_eq!(index.count_bounds(&f), None, "time range");
+        f.occurred_after_ms = None;
+        f.resource_refs = strings(&["file:a"]);
+        assert_eq!(index.count_bounds(&f), None, "resources");
+        assert_eq!(index.count_bounds(&tenant("nope")), Some((0, 0)));
+
+        index.delete(3).unwrap();
+        index.commit(7).unwrap();
+        let f = tenant("t1");
+        let (lower, upper) = index.count_bounds(&f).unwrap();
+        let count = index.count(&f).unwrap();
+        assert!(
+            lower <= count && count <= upper,
+            "{lower} <= {count} <= {upper}"
+        );
     }
 
     #[test]

@@ -517,10 +517,9 @@ fn partition_scope(
     let Some(scope) = shared.table.read().head_filter(filter) else {
         return Ok(None);
     };
-    let count = shared.scope.count(filter).map_err(index_error)?;
-    if count <= cfg.exact_max_candidates {
+    let Some(count) = broad_count(shared, filter, cfg.exact_max_candidates)? else {
         return Ok(None);
-    }
+    };
     let order = partition.order(query);
     if order.is_empty() {
         return Ok(None);
@@ -558,6 +557,24 @@ fn partition_scope(
     heads.sort_unstable_by_key(|h| h.doc);
     heads.dedup_by_key(|h| h.doc);
     Ok(Some(heads))
+}
+
+/// How many events the index holds in scope (an upper bound, when term statistics tell
+/// that more than `exact_max` do, which spares counting a broad scope's postings); `None`
+/// when at most `exact_max` do.
+fn broad_count(
+    shared: &Shared,
+    filter: &ScopeFilter,
+    exact_max: usize,
+) -> Result<Option<usize>, Problem> {
+    match shared.scope.count_bounds(filter) {
+        Some((_, upper)) if upper <= exact_max => Ok(None),
+        Some((lower, upper)) if lower > exact_max => Ok(Some(upper)),
+        _ => {
+            let count = shared.scope.count(filter).map_err(index_error)?;
+            Ok((count > exact_max).then_some(count))
+        }
+    }
 }
 
 /// The partition lists a recall reads: the first `probes` of `order`.

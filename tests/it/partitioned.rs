@@ -184,6 +184,16 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
         .recall_with_vector(&acme, &request(narrow), &centres[0])
         .expect("recall");
     assert_eq!(r.stats.path, VectorPath::Exact);
+    // So is one the index counts at or under `exact_max_candidates` (beta's a1: about 200).
+    let beta_a1 = Scope {
+        actor_ids: vec!["a1".into()],
+        ..Scope::default()
+    };
+    let beta = TenantGrant::internal("beta", "test");
+    let r = e
+        .recall_with_vector(&beta, &request(beta_a1), &centres[0])
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Exact);
 
     // An event written after the build is found; once deleted, it is gone.
     let fresh = near(&mut rng, &centres[5]);
@@ -204,7 +214,6 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
     assert!(summaries(&r).iter().all(|s| s != "event 9999"));
 
     // Another tenant's broad scope never sees acme's events.
-    let beta = TenantGrant::internal("beta", "test");
     let r = e
         .recall_with_vector(&beta, &request(Scope::default()), &fresh)
         .expect("recall");
