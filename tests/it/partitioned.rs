@@ -115,7 +115,8 @@ fn centres(rng: &mut StdRng) -> Vec<Vec<f32>> {
 }
 
 /// Writes 2,400 events around `centres` in tenants acme (two thirds) and beta, by four
-/// actors, and waits for the partitions to cover the first 2,400 events written.
+/// actors, waits for the partitions to cover the first 2,400 events written and commits
+/// the index.
 async fn corpus(e: &Engine, rng: &mut StdRng, centres: &[Vec<f32>]) -> Vec<Written> {
     let mut written = Vec::new();
     for i in 0..2_400 {
@@ -139,6 +140,8 @@ async fn corpus(e: &Engine, rng: &mut StdRng, centres: &[Vec<f32>]) -> Vec<Writt
         });
     }
     wait_for_partitions(e, 2_400).await;
+    // The index counts committed events only: commit them all before scopes are counted.
+    e.refresh().await.expect("refresh");
     written
 }
 
