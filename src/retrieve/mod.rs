@@ -10,9 +10,12 @@
 //! - visibility and ranking inputs are read from the table's dense heads; entries are read
 //!   only for the returned hits, which are checked again against the grant and the view;
 //! - partitioned recall is approximate: with `partitioned` on, a broad scope (more than
-//!   `exact_max_candidates` in the index) whose filter heads can decide is answered from the
-//!   members of the partition lists nearest the query plus every id the partition does not
-//!   cover; each is checked against scope, grant and view on its head like any candidate,
+//!   `exact_max_candidates` in the index; a scope at or under it is always exact) whose
+//!   filter heads can decide is answered from the members of the partition lists nearest the
+//!   query (or, for a scope narrower than those members, from its ids in the index that lie
+//!   in one of those lists), plus every id the partition does not cover and, when BM25
+//!   ranks, the scope's best BM25 matches; each is checked against scope, grant and view on
+//!   its head like any candidate,
 //!   so only ranking, never scope, is approximate; fewer than k after stale suppression
 //!   falls back to the exact path; the response then says `path: "partition"`;
 //! - filtered HNSW is approximate (hnsw_rs may miss a true neighbour, so no bound on its list
