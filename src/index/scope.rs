@@ -377,14 +377,7 @@ impl ScopeIndex {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let mut hits = self.lexical_all(filter, query)?;
-        let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if hits.len() > k {
-            hits.select_nth_unstable_by(k - 1, best_first);
-            hits.truncate(k);
-        }
-        hits.sort_unstable_by(best_first);
-        Ok(hits)
+        Ok(best_hits(self.lexical_all(filter, query)?, k))
     }
 
     /// Documents in `filter` matching any term of `query`, scored by BM25 alone; `None` when
@@ -568,6 +561,21 @@ impl ScopeIndex {
 }
 
 /// True when the time bounds select nothing (`after >= before`).
+/// The `k` best of `hits` (`(doc, score)` pairs, as [`ScopeIndex::lexical_all`] gives them),
+/// best first, ties by id.
+pub fn best_hits(mut hits: Vec<(u32, f32)>, k: usize) -> Vec<(u32, f32)> {
+    let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k == 0 {
+        return Vec::new();
+    }
+    if hits.len() > k {
+        hits.select_nth_unstable_by(k - 1, best_first);
+        hits.truncate(k);
+    }
+    hits.sort_unstable_by(best_first);
+    hits
+}
+
 fn is_empty_range(filter: &ScopeFilter) -> bool {
     matches!(
         (filter.occurred_after_ms, filter.occurred_before_ms),

@@ -28,7 +28,7 @@ mod request;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -38,7 +38,7 @@ pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
 use crate::auth::TenantGrant;
 use crate::engine::{EngineConfig, Entry, Head, Shared, Table, NONE, NO_SOURCE};
 use crate::error::{ErrorCode, Problem};
-use crate::index::scope::{matches, ScopeFilter};
+use crate::index::scope::{best_hits, matches, ScopeFilter};
 use crate::index::vector::{
     code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
 };
@@ -431,18 +431,24 @@ pub fn recall_ranked(
         now,
     };
     let access = Access::of(shared, grant);
+    let bm25 = Bm25 {
+        shared,
+        filter: &filter,
+        text: &req.query,
+        hits: OnceLock::new(),
+    };
     let scoped = |partitioned: bool| -> Result<_, Problem> {
         let Some(access) = &access else {
             return Ok(Some((Vec::new(), HashMap::new())));
         };
         let heads = if partitioned {
-            let text = (rank.lexical_share > 0.0).then_some(req.query.as_str());
+            let lexical = (rank.lexical_share > 0.0).then_some(&bm25);
             match partition_scope(
                 shared,
                 &config.recall,
                 access,
                 &filter,
-                (query, text),
+                (query, lexical),
                 &vis,
                 req.limit,
             )? {
@@ -466,7 +472,7 @@ pub fn recall_ranked(
         rank,
         query,
         text: &req.query,
-        filter: &filter,
+        bm25: &bm25,
         now_ms: now.unix_millis(),
         code_min_candidates: config.recall.code_min_candidates,
     };
@@ -494,7 +500,7 @@ const PARTITION_BY_ID_FACTOR: usize = 2;
 
 /// The visible in-scope heads among the members of the partition lists nearest `query`
 /// (the nearest `partition_probe_share` of them), among the ids the partition does not
-/// cover, and, when `text` is given (BM25 has a share of the ranking), among the scope's
+/// cover, and, when `lexical` is given (BM25 has a share of the ranking), among the scope's
 /// [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id order. A scope that is a large
 /// part of its tenant is read from the probed lists' members, more lists while fewer than
 /// `k` were found; a narrower one from the index's ids, those in a probed list kept.
@@ -507,7 +513,7 @@ fn partition_scope(
     cfg: &RecallConfig,
     access: &Access,
     filter: &ScopeFilter,
-    (query, text): (&[f32], Option<&str>),
+    (query, lexical): (&[f32], Option<&Bm25<'_>>),
     vis: &Visibility,
     k: usize,
 ) -> Result<Option<Vec<Head>>, Problem> {
@@ -547,13 +553,9 @@ fn partition_scope(
     } else {
         probe_lists(shared, &probe, scope.tenant, k, keep)
     };
-    if let Some(text) = text {
+    if let Some(bm25) = lexical {
         // Events the query names by their words, wherever their vectors lie.
-        let depth = k.saturating_mul(PARTITION_LEXICAL_DEPTH);
-        let hits = shared
-            .scope
-            .lexical(filter, text, depth)
-            .map_err(index_error)?;
+        let hits = bm25.best(k.saturating_mul(PARTITION_LEXICAL_DEPTH))?;
         let table = shared.table.read();
         heads.extend(hits.iter().map(|(d, _)| table.head(*d)).filter(keep));
     }
@@ -638,16 +640,46 @@ fn probe_lists(
     heads
 }
 
+/// The BM25 matches of a recall's query text in its scope, searched once on first use and
+/// shared by the candidate paths that add the best of them and by the ranking that scores
+/// every candidate by them.
+struct Bm25<'a> {
+    shared: &'a Shared,
+    filter: &'a ScopeFilter,
+    text: &'a str,
+    hits: OnceLock<Vec<(u32, f32)>>,
+}
+
+impl Bm25<'_> {
+    /// Every committed match, `(doc, score)` in no particular order.
+    fn all(&self) -> Result<&[(u32, f32)], Problem> {
+        if let Some(hits) = self.hits.get() {
+            return Ok(hits);
+        }
+        let hits = self
+            .shared
+            .scope
+            .lexical_all(self.filter, self.text)
+            .map_err(index_error)?;
+        Ok(self.hits.get_or_init(|| hits))
+    }
+
+    /// The `k` best matches, best first.
+    fn best(&self, k: usize) -> Result<Vec<(u32, f32)>, Problem> {
+        Ok(best_hits(self.all()?.to_vec(), k))
+    }
+}
+
 /// What every scoring path needs.
 struct RankCtx<'a> {
     shared: &'a Shared,
     rank: &'a RankConfig,
     /// The unit query vector.
     query: &'a [f32],
-    /// The query text (BM25 and actor names).
+    /// The query text (actor names).
     text: &'a str,
-    /// The scope, for the lexical search.
-    filter: &'a ScopeFilter,
+    /// The query's BM25 matches in scope.
+    bm25: &'a Bm25<'a>,
     now_ms: i64,
     /// See [`RecallConfig::code_min_candidates`].
     code_min_candidates: usize,
@@ -874,12 +906,7 @@ fn lexical_scores(ctx: &RankCtx<'_>, set: &[Head]) -> Result<Vec<f32>, Problem> 
     if ctx.rank.lexical_share <= 0.0 || set.is_empty() {
         return Ok(out);
     }
-    let hits = ctx
-        .shared
-        .scope
-        .lexical_all(ctx.filter, ctx.text)
-        .map_err(index_error)?;
-    let by_doc: HashMap<u32, f32> = hits.into_iter().collect();
+    let by_doc: HashMap<u32, f32> = ctx.bm25.all()?.iter().copied().collect();
     for (slot, h) in out.iter_mut().zip(set) {
         if let Some(score) = by_doc.get(&h.doc) {
             *slot = *score;
@@ -1004,10 +1031,7 @@ fn hnsw_set(
         return Ok(None);
     }
     let lexical = if ctx.rank.lexical_share > 0.0 {
-        ctx.shared
-            .scope
-            .lexical(ctx.filter, ctx.text, depth)
-            .map_err(index_error)?
+        ctx.bm25.best(depth)?
     } else {
         Vec::new()
     };
