@@ -172,12 +172,9 @@ impl ServeArgs {
         c.rank.episode_gap_ms = i64::from(self.episode_gap_minutes) * 60_000;
         c.recall.approximate = self.approximate_recall;
         c.recall.exact_max_candidates = self.exact_max_candidates;
+        // The share is checked even while partitioned recall is off.
+        c.recall.partition(self.partition_probe_share)?;
         c.recall.partitioned = self.partitioned_recall;
-        anyhow::ensure!(
-            self.partition_probe_share > 0.0 && self.partition_probe_share <= 1.0,
-            "--partition-probe-share must lie in (0, 1]"
-        );
-        c.recall.partition_probe_share = self.partition_probe_share;
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
         c.cpu_threads = self.cpu_threads.max(1);

@@ -360,12 +360,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         .max()
         .unwrap_or(0);
 
-    let partitions = opts
-        .partition_probe_share
-        .map(|probe_share| EvalPartitions {
-            probe_share,
-            events: docs.len(),
-        });
+    let partitions = EvalPartitions::over(opts.partition_probe_share, docs.len());
     let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation, partitions)?;
     let setup = secs(started);
     let t = Instant::now();

@@ -172,6 +172,17 @@ pub struct EvalPartitions {
     pub events: usize,
 }
 
+impl EvalPartitions {
+    /// Partitions reading `probe_share` of the lists over `events` events; `None` (exact
+    /// recall) without a share.
+    pub fn over(probe_share: Option<f64>, events: usize) -> Option<Self> {
+        probe_share.map(|probe_share| EvalPartitions {
+            probe_share,
+            events,
+        })
+    }
+}
+
 /// Scopes up to this size are scored exactly in an eval with partitions.
 const EVAL_EXACT_MAX: usize = 100;
 
@@ -463,12 +474,7 @@ impl Harness {
         let mut config = EngineConfig::new(dir.0.clone());
         config.limits.max_summary_bytes = config.limits.max_summary_bytes.max(max_summary_bytes);
         if let Some(p) = partitions {
-            anyhow::ensure!(
-                p.probe_share > 0.0 && p.probe_share <= 1.0,
-                "--partition-probe-share must lie in (0, 1]"
-            );
-            config.recall.partitioned = true;
-            config.recall.partition_probe_share = p.probe_share;
+            config.recall.partition(p.probe_share)?;
             config.recall.partition_min_vectors = p.events;
             config.recall.exact_max_candidates = EVAL_EXACT_MAX;
         }

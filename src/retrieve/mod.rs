@@ -93,6 +93,20 @@ impl Default for RecallConfig {
     }
 }
 
+impl RecallConfig {
+    /// Turns partitioned recall on, reading `probe_share` of the lists, which must lie in
+    /// (0, 1].
+    pub fn partition(&mut self, probe_share: f64) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            probe_share > 0.0 && probe_share <= 1.0,
+            "--partition-probe-share must lie in (0, 1]"
+        );
+        self.partitioned = true;
+        self.partition_probe_share = probe_share;
+        Ok(())
+    }
+}
+
 /// Which vector path answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]

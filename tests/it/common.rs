@@ -240,3 +240,18 @@ pub fn summaries(recall: &Value) -> Vec<String> {
         .map(|h| h["event"]["summary"].as_str().expect("summary").to_string())
         .collect()
 }
+
+/// An in-process recall of `scope` for the query text "q", with the visibility defaults.
+pub fn recall_request(
+    scope: episodic::retrieve::Scope,
+    limit: usize,
+) -> episodic::retrieve::RecallRequest {
+    episodic::retrieve::RecallRequest {
+        query: "q".into(),
+        scope,
+        limit,
+        include_superseded: false,
+        include_stale: false,
+        as_of: None,
+    }
+}

@@ -10,7 +10,7 @@ use serde_json::json;
 use episodic::auth::TenantGrant;
 use episodic::embed::HashingEmbedder;
 use episodic::engine::{Engine, EngineConfig};
-use episodic::retrieve::{RecallRequest, Scope, VectorPath};
+use episodic::retrieve::{Scope, VectorPath};
 
 fn vector(rng: &mut StdRng, centers: &[Vec<f32>]) -> Vec<f32> {
     let c = &centers[rng.gen_range(0..centers.len())];
@@ -89,14 +89,7 @@ async fn recall_is_exact_by_default_and_hnsw_only_when_opted_in() {
                 ..Scope::default()
             }
         };
-        let req = RecallRequest {
-            query: "q".into(),
-            scope,
-            limit: 10,
-            include_superseded: false,
-            include_stale: false,
-            as_of: None,
-        };
+        let req = crate::common::recall_request(scope, 10);
         let v: Vec<f32> = vector(&mut rng, &centers);
         let a = exact.recall_with_vector(&grant, &req, &v).expect("exact");
         let b = hnsw.recall_with_vector(&grant, &req, &v).expect("hnsw");

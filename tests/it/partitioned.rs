@@ -59,14 +59,7 @@ fn body(i: usize, actor: &str) -> serde_json::Value {
 }
 
 fn request(scope: Scope) -> RecallRequest {
-    RecallRequest {
-        query: "q".into(),
-        scope,
-        limit: 10,
-        include_superseded: false,
-        include_stale: false,
-        as_of: None,
-    }
+    crate::common::recall_request(scope, 10)
 }
 
 /// One written event: tenant, actor, summary, vector.
