@@ -40,7 +40,7 @@ use crate::engine::{EngineConfig, Entry, Head, Shared, Table, NONE, NO_SOURCE};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
 use crate::index::vector::{
-    code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
+    block_bounds, code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
 };
 use crate::model::{EventStatus, PrivacyClass, StoredEvent, Timestamp};
 use crate::rank::{Breakdown, Prior, RankConfig, Signals};
@@ -73,7 +73,8 @@ pub struct RecallConfig {
     pub partition_min_vectors: usize,
     /// From this many candidates on, scores are first bounded from the vectors' 8-bit codes
     /// and only the candidates that could rank are scored from their full vectors (the
-    /// answer is the same; `usize::MAX` turns the bounding off).
+    /// answer is the same; `usize::MAX` turns the bounding off). From an eighth of it when
+    /// a partition probe has read most candidates' bounds already.
     pub code_min_candidates: usize,
 }
 
@@ -453,9 +454,9 @@ pub fn recall_ranked(
     };
     let scoped = |partitioned: bool| -> Result<_, Problem> {
         let Some(access) = &access else {
-            return Ok(Some((Vec::new(), HashMap::new())));
+            return Ok(Some(Scoped::default()));
         };
-        let heads = if partitioned {
+        let (heads, known) = if partitioned {
             let lexical = (rank.lexical_share > 0.0).then_some(&bm25);
             match partition_scope(
                 shared,
@@ -466,18 +467,31 @@ pub fn recall_ranked(
                 &vis,
                 req.limit,
             )? {
-                Some(heads) => heads,
+                Some(found) => found,
                 None => return Ok(None),
             }
         } else {
-            visible(shared, access, &candidates(shared, &filter)?, &vis)
+            let heads = visible(shared, access, &candidates(shared, &filter)?, &vis);
+            (heads, Vec::new())
         };
         let keep = req.include_stale;
         let (heads, stale) = apply_staleness(shared, &config.recall, access, heads, &vis, keep);
         // Too few after stale suppression: only the exact path can tell whether k exist.
-        Ok((!partitioned || heads.len() >= req.limit).then_some((heads, stale)))
+        let enough = !partitioned || heads.len() >= req.limit;
+        Ok(enough.then_some(Scoped {
+            heads,
+            stale,
+            known,
+        }))
     };
-    let (partitioned, (heads, stale)) = match scoped(true)? {
+    let (
+        partitioned,
+        Scoped {
+            heads,
+            stale,
+            known,
+        },
+    ) = match scoped(true)? {
         Some(found) => (true, found),
         None => (false, scoped(false)?.unwrap_or_default()),
     };
@@ -487,6 +501,7 @@ pub fn recall_ranked(
         query,
         text: &req.query,
         bm25: &bm25,
+        known: &known,
         now_ms: now.unix_millis(),
         code_min_candidates: config.recall.code_min_candidates,
     };
@@ -504,6 +519,21 @@ pub fn recall_ranked(
     telemetry::recall_stage("evidence", scored.elapsed());
     Ok(response)
 }
+
+/// The in-scope visible candidates of a recall.
+#[derive(Default)]
+struct Scoped {
+    /// Heads, by id.
+    heads: Vec<Head>,
+    /// Stale events kept, with the id of the newer event.
+    stale: HashMap<u32, String>,
+    /// Code bounds the candidate path has read already (see [`KnownBounds`]).
+    known: KnownBounds,
+}
+
+/// `(id, (low, high))`: code bounds of candidates, by id, that a partition probe read from
+/// its lists' own copies of the codes; ranking reads the others from the store.
+type KnownBounds = Vec<(u32, (f32, f32))>;
 
 /// BM25 matches added to a partitioned candidate set, per result asked for.
 const PARTITION_LEXICAL_DEPTH: usize = 4;
@@ -530,7 +560,7 @@ fn partition_scope(
     (query, lexical): (&[f32], Option<&Bm25<'_>>),
     vis: &Visibility,
     k: usize,
-) -> Result<Option<Vec<Head>>, Problem> {
+) -> Result<Option<(Vec<Head>, KnownBounds)>, Problem> {
     if !cfg.partitioned || k == 0 {
         return Ok(None);
     }
@@ -558,14 +588,15 @@ fn partition_scope(
         order: &order,
         probes,
     };
-    let mut heads = if count <= probed_members.saturating_mul(PARTITION_BY_ID_FACTOR) {
+    let (mut heads, mut known) = if count <= probed_members.saturating_mul(PARTITION_BY_ID_FACTOR) {
         let heads = probe_by_id(shared, filter, &probe, keep)?;
         if heads.len() < k {
             return Ok(None);
         }
-        heads
+        (heads, Vec::new())
     } else {
-        probe_lists(shared, &probe, scope.tenant, k, keep)
+        let code = QueryCode::new(query);
+        probe_lists(shared, &probe, (scope.tenant, k), code.as_ref(), keep)
     };
     if let Some(bm25) = lexical {
         // Events the query names by their words, wherever their vectors lie.
@@ -575,7 +606,8 @@ fn partition_scope(
     }
     heads.sort_unstable_by_key(|h| h.doc);
     heads.dedup_by_key(|h| h.doc);
-    Ok(Some(heads))
+    known.sort_unstable_by_key(|&(d, _)| d);
+    Ok(Some((heads, known)))
 }
 
 /// How many events the index holds in scope (an upper bound, when term statistics tell
@@ -632,26 +664,56 @@ fn probe_by_id(
 }
 
 /// The kept heads among `tenant`'s members of the probed lists (more lists, in order,
-/// while fewer than `k` were kept) and among the ids the partition does not cover.
+/// while fewer than `k` were kept) and among the ids the partition does not cover; with
+/// `code`, also the kept members' code bounds, read from the lists' own codes. The probed
+/// lists are read on both cores.
 fn probe_lists(
     shared: &Shared,
     probe: &Probe<'_>,
-    tenant: u32,
-    k: usize,
-    keep: impl Fn(&Head) -> bool,
-) -> Vec<Head> {
+    (tenant, k): (u32, usize),
+    code: Option<&QueryCode>,
+    keep: impl Fn(&Head) -> bool + Sync,
+) -> (Vec<Head>, KnownBounds) {
     let table = shared.table.read();
-    let mut heads = Vec::new();
-    for (probed, &list) in probe.order.iter().enumerate() {
-        if probed >= probe.probes && heads.len() >= k {
+    let read = |list: &u32| -> (Vec<Head>, KnownBounds) {
+        let Some(m) = probe.partition.coded_members(*list, tenant) else {
+            return Default::default();
+        };
+        let mut heads = Vec::new();
+        let mut rows = Vec::new();
+        for (row, &d) in m.rows.clone().zip(m.docs) {
+            let h = table.head(d);
+            if keep(&h) {
+                heads.push(h);
+                rows.push(row as u32);
+            }
+        }
+        let known = code.map_or_else(Vec::new, |c| {
+            let bounds = block_bounds(c, m.codes, &rows);
+            heads.iter().map(|h| h.doc).zip(bounds).collect()
+        });
+        (heads, known)
+    };
+    let first = probe.probes.min(probe.order.len());
+    let (mut heads, mut known): (Vec<Head>, KnownBounds) = probe.order[..first]
+        .par_iter()
+        .map(read)
+        .reduce(Default::default, |mut a, b| {
+            a.0.extend(b.0);
+            a.1.extend(b.1);
+            a
+        });
+    for list in &probe.order[first..] {
+        if heads.len() >= k {
             break;
         }
-        let members = probe.partition.members(list, tenant).iter();
-        heads.extend(members.map(|&d| table.head(d)).filter(|h| keep(h)));
+        let (h, b) = read(list);
+        heads.extend(h);
+        known.extend(b);
     }
     let uncovered = (probe.partition.upto()..table.next_doc()).map(|d| table.head(d));
     heads.extend(uncovered.filter(|h| keep(h)));
-    heads
+    (heads, known)
 }
 
 /// The BM25 matches of a recall's query text in its scope, searched once on first use and
@@ -694,6 +756,8 @@ struct RankCtx<'a> {
     text: &'a str,
     /// The query's BM25 matches in scope.
     bm25: &'a Bm25<'a>,
+    /// Code bounds the candidate path read already.
+    known: &'a [(u32, (f32, f32))],
     now_ms: i64,
     /// See [`RecallConfig::code_min_candidates`].
     code_min_candidates: usize,
@@ -736,6 +800,37 @@ fn choose_and_rank(
 /// Candidates per rayon task when gathering ids and priors.
 const GATHER_CHUNK: usize = 4096;
 
+/// The code bounds of `ids` (ascending): from `known` (ascending) where it has them, the
+/// others from the store.
+fn bounds_of(
+    vectors: &VectorStore,
+    code: &QueryCode,
+    ids: &[u32],
+    known: &[(u32, (f32, f32))],
+) -> Vec<(f32, f32)> {
+    if known.is_empty() {
+        return code_bounds(vectors, code, ids);
+    }
+    let mut out = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); ids.len()];
+    let mut missing = (Vec::new(), Vec::new());
+    let mut next = known.iter().peekable();
+    for (i, &d) in ids.iter().enumerate() {
+        while next.next_if(|(k, _)| *k < d).is_some() {}
+        match next.next_if(|(k, _)| *k == d) {
+            Some(&(_, b)) => out[i] = b,
+            None => {
+                missing.0.push(i);
+                missing.1.push(d);
+            }
+        }
+    }
+    let read = code_bounds(vectors, code, &missing.1);
+    for (i, b) in missing.0.into_iter().zip(read) {
+        out[i] = b;
+    }
+    out
+}
+
 /// Scores `set` (cosine via the vector store, BM25 via the scope index, actor names, episode
 /// context, priors) in parallel and returns its top k. Large sets are first bounded from the
 /// 8-bit codes ([`code_bounds`]); only the candidates that could still rank (and their
@@ -765,7 +860,7 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
     let vectors = ctx.shared.vectors.load();
     let (pool, cosines) = match bounded_code(ctx, &vectors, set.len()) {
         Some(code) => {
-            let bounds = code_bounds(&vectors, &code, &ids);
+            let bounds = bounds_of(&vectors, &code, &ids, ctx.known);
             let pool = survivors(ctx, &inputs, &bounds, k);
             let cosines = rescore(ctx, &vectors, &inputs, &pool);
             (pool, cosines)
@@ -839,7 +934,13 @@ fn bounded_code(ctx: &RankCtx<'_>, vectors: &VectorStore, n: usize) -> Option<Qu
     let monotone = w.relevance >= 0.0
         && (0.0..=1.0).contains(&ctx.rank.lexical_share)
         && ctx.rank.context_weight >= 0.0;
-    let wanted = n >= ctx.code_min_candidates && monotone && ctx.query.len() == vectors.dim();
+    // Bounds a probe read in memory order cost far less than those gathered by id.
+    let min = if ctx.known.len() * 2 >= n {
+        ctx.code_min_candidates / 8
+    } else {
+        ctx.code_min_candidates
+    };
+    let wanted = n >= min && monotone && ctx.query.len() == vectors.dim();
     wanted.then(|| QueryCode::new(ctx.query)).flatten()
 }
 

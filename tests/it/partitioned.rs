@@ -34,7 +34,21 @@ fn near(rng: &mut StdRng, centre: &[f32]) -> Vec<f32> {
 /// With `lexical` off, cosine alone ranks (priors are equal here), so brute force over the
 /// vectors is the truth.
 fn engine(dir: &std::path::Path, lexical: bool, probe_share: f64) -> Engine {
+    engine_bounding_from(dir, lexical, probe_share, None)
+}
+
+/// [`engine`], bounding candidate sets from the 8-bit codes from `code_min` candidates on
+/// (`None`: the default).
+fn engine_bounding_from(
+    dir: &std::path::Path,
+    lexical: bool,
+    probe_share: f64,
+    code_min: Option<usize>,
+) -> Engine {
     let mut c = EngineConfig::new(dir.to_path_buf());
+    if let Some(min) = code_min {
+        c.recall.code_min_candidates = min;
+    }
     if !lexical {
         c.rank.lexical_share = 0.0;
         c.rank.short_lexical_share = 0.0;
@@ -303,4 +317,39 @@ async fn a_scope_narrower_than_the_probed_lists_is_read_by_id_and_stays_fresh() 
         .expect("recall");
     assert!(summaries(&r).iter().all(|s| s != "event 9999"));
     e.shutdown().await;
+}
+
+/// Ten answers (summary and score) to each of `queries`, asked with word `q` of the text.
+fn answers(e: &Engine, queries: &[Vec<f32>]) -> Vec<Vec<(String, f32)>> {
+    let acme = TenantGrant::internal("acme", "test");
+    let ask = |(q, v): (usize, &Vec<f32>)| {
+        let mut req = request(Scope::default());
+        req.query = format!("event {}", q * 97);
+        let r = e.recall_with_vector(&acme, &req, v).expect("recall");
+        assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
+        assert_eq!(r.results.len(), 10, "query {q}");
+        let hits = r.results.iter();
+        hits.map(|h| (h.event.summary.clone(), h.score)).collect()
+    };
+    queries.iter().enumerate().map(ask).collect()
+}
+
+#[tokio::test]
+async fn bounds_read_from_the_lists_own_codes_rank_exactly_as_full_vectors_do() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut rng = StdRng::seed_from_u64(37);
+    let centres = centres(&mut rng);
+    let queries: Vec<Vec<f32>> = (0..12).map(|q| near(&mut rng, &centres[q])).collect();
+    // Every candidate set bounded from codes: the probed members' from the lists' copies,
+    // the best word matches' (mostly outside the probed lists) from the store.
+    let e = engine_bounding_from(dir.path(), true, 1.0 / 16.0, Some(0));
+    corpus(&e, &mut rng, &centres).await;
+    let bounded = answers(&e, &queries);
+    e.shutdown().await;
+    // The same events and partitions, every candidate scored from its full vector.
+    let e = engine_bounding_from(dir.path(), true, 1.0 / 16.0, Some(usize::MAX));
+    wait_for_partitions(&e, 2_400).await;
+    let full = answers(&e, &queries);
+    e.shutdown().await;
+    assert_eq!(bounded, full);
 }

@@ -41,10 +41,10 @@ mod store;
 use std::path::PathBuf;
 
 pub use bitset::IdSet;
-pub use exact::{code_bounds, dot, exact_scores, top_k};
+pub use exact::{block_bounds, code_bounds, dot, exact_scores, top_k};
 pub use hnsw::{HnswIndex, HnswParams};
 pub use partition::Partition;
-pub use quant::QueryCode;
+pub use quant::{CodeBlock, QueryCode};
 pub use store::VectorStore;
 
 /// Errors of the vector layer.

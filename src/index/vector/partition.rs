@@ -4,7 +4,9 @@
 //! the stored vectors (in an order of their content, not of their ids) gives `lists`
 //! centroids; every vector below `upto` is assigned to its nearest centroid, and each list
 //! keeps its members grouped by tenant (by tenant number, then id), so that a probe reads
-//! one tenant's members of a list as one contiguous run of ids.
+//! one tenant's members of a list as one contiguous run of ids. Each list also holds a copy
+//! of its members' 8-bit codes in that order, so that a probe reads their bounds as one
+//! run of memory instead of gathering them by id from the store.
 //!
 //! # Invariants
 //!
@@ -13,9 +15,13 @@
 //! * A partition only decides which ids a recall looks at: callers check every member's
 //!   head (scope, grant, visibility) as for any candidate, so a partition built before a
 //!   deletion, expiry or supersession never shows what the head no longer allows.
+//! * A list's code row `i` is the code of its member `docs[i]`, equal to the store's code
+//!   of that vector (vectors are never rewritten), so bounds read from either agree.
 //! * A partition is immutable; it is replaced whole, never patched.
 //! * A build is deterministic: the same vectors and tenants give the same partition, and
 //!   the same vectors under other ids give the same lists of vectors.
+
+use std::ops::Range;
 
 use pulp::{Simd, WithSimd};
 use rand::rngs::StdRng;
@@ -23,6 +29,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::exact::dot;
+use super::quant::{CodeBlock, CodeRows};
 use super::store::{Snapshot, VectorStore};
 
 /// Sampled vectors per list for training.
@@ -44,7 +51,7 @@ const NO_LIST: u16 = u16::MAX;
 const MAX_LISTS: usize = 1024;
 
 /// One list's members, grouped by tenant.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct List {
     /// Tenant numbers, ascending.
     tenants: Vec<u32>,
@@ -52,33 +59,61 @@ struct List {
     starts: Vec<u32>,
     /// Member ids, by tenant, then ascending.
     docs: Vec<u32>,
+    /// The 8-bit code of each member, in `docs` order.
+    codes: CodeBlock,
 }
 
 impl List {
-    fn members(&self, tenant: u32) -> &[u32] {
+    /// Where `tenant`'s members lie in `docs`.
+    fn run(&self, tenant: u32) -> Range<usize> {
         match self.tenants.binary_search(&tenant) {
-            Ok(i) => &self.docs[self.starts[i] as usize..self.starts[i + 1] as usize],
-            Err(_) => &[],
+            Ok(i) => self.starts[i] as usize..self.starts[i + 1] as usize,
+            Err(_) => 0..0,
         }
     }
 
-    /// Builds a list from `(tenant, doc)` pairs.
-    fn from_pairs(mut pairs: Vec<(u32, u32)>) -> Self {
+    /// Builds a list from `(tenant, doc)` pairs, copying each member's code from the store
+    /// (or coding its vector, when its chunk has no code yet).
+    fn from_pairs(mut pairs: Vec<(u32, u32)>, snap: &Snapshot, dim: usize) -> Self {
         pairs.sort_unstable();
-        let mut list = List {
-            docs: Vec::with_capacity(pairs.len()),
-            ..List::default()
-        };
+        let mut tenants = Vec::new();
+        let mut starts = Vec::new();
+        let mut docs = Vec::with_capacity(pairs.len());
         for (i, &(tenant, doc)) in pairs.iter().enumerate() {
-            if list.tenants.last() != Some(&tenant) {
-                list.tenants.push(tenant);
-                list.starts.push(i as u32);
+            if tenants.last() != Some(&tenant) {
+                tenants.push(tenant);
+                starts.push(i as u32);
             }
-            list.docs.push(doc);
+            docs.push(doc);
         }
-        list.starts.push(pairs.len() as u32);
-        list
+        starts.push(pairs.len() as u32);
+        let mut codes = CodeRows::new(dim, docs.len());
+        let reader = snap.reader();
+        for &doc in &docs {
+            match reader.code(doc) {
+                Some(code) => codes.push_code(code),
+                None => codes.push_vector(reader.vector(doc).unwrap_or(&[])),
+            }
+        }
+        List {
+            tenants,
+            starts,
+            docs,
+            codes: codes.finish(),
+        }
     }
+}
+
+/// One tenant's members of one list: their ids, ascending, and their codes, row
+/// `rows.start + i` coding `docs[i]`.
+#[derive(Debug, Clone)]
+pub struct Members<'a> {
+    /// Member ids, ascending.
+    pub docs: &'a [u32],
+    /// The list's codes.
+    pub codes: &'a CodeBlock,
+    /// The rows of `codes` that code `docs`.
+    pub rows: Range<usize>,
 }
 
 /// Centroids and their member lists over the vectors below `upto`.
@@ -147,7 +182,10 @@ impl Partition {
         Some(Partition {
             dim,
             centroids,
-            lists: pairs.into_par_iter().map(List::from_pairs).collect(),
+            lists: pairs
+                .into_par_iter()
+                .map(|p| List::from_pairs(p, &snap, dim))
+                .collect(),
             list_of,
             tenant_sizes,
             upto: upto as u32,
@@ -202,9 +240,19 @@ impl Partition {
 
     /// The members of `list` with tenant number `tenant`, ascending.
     pub fn members(&self, list: u32, tenant: u32) -> &[u32] {
-        self.lists
-            .get(list as usize)
-            .map_or(&[], |l| l.members(tenant))
+        self.coded_members(list, tenant).map_or(&[], |m| m.docs)
+    }
+
+    /// The members of `list` with tenant number `tenant` and their codes; `None` when there
+    /// is no such list.
+    pub fn coded_members(&self, list: u32, tenant: u32) -> Option<Members<'_>> {
+        let l = self.lists.get(list as usize)?;
+        let rows = l.run(tenant);
+        Some(Members {
+            docs: &l.docs[rows.clone()],
+            codes: &l.codes,
+            rows,
+        })
     }
 }
 
@@ -368,6 +416,7 @@ impl WithSimd for Nearest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::vector::store::CHUNK_VECTORS;
 
     fn unit(mut v: Vec<f32>) -> Vec<f32> {
         let n = dot(&v, &v).sqrt();
@@ -446,6 +495,45 @@ mod tests {
             );
         }
         assert!(p.order(&[1.0]).is_empty(), "wrong dimension");
+    }
+
+    #[test]
+    fn lists_hold_their_members_codes_in_member_order() {
+        use crate::index::vector::{block_bounds, code_bounds, QueryCode};
+        // One sealed chunk (coded in the background) and an open tail (never coded).
+        let (store, centres) = corpus(5000, 6, 16);
+        let started = std::time::Instant::now();
+        while !store.coded() {
+            assert!(started.elapsed().as_secs() < 60, "chunk never coded");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let tenants: Vec<u32> = (0..5000u32).map(|i| i % 2).collect();
+        let p = Partition::build(&store, &tenants, 16).expect("built");
+        let query = QueryCode::new(&centres[1]).expect("finite");
+        let snap = store.snapshot();
+        let reader = snap.reader();
+        let mut checked = 0;
+        for list in 0..16 {
+            for tenant in 0..2 {
+                let m = p.coded_members(list, tenant).expect("list");
+                let rows: Vec<u32> = m.rows.clone().map(|r| r as u32).collect();
+                let own = block_bounds(&query, m.codes, &rows);
+                let stored = code_bounds(&store, &query, m.docs);
+                for ((&d, o), s) in m.docs.iter().zip(&own).zip(&stored) {
+                    let exact = dot(&centres[1], reader.vector(d).expect("stored"));
+                    assert!(
+                        o.0 <= exact && exact <= o.1,
+                        "id {d}: {exact} outside {o:?}"
+                    );
+                    if (d as usize) < CHUNK_VECTORS {
+                        assert_eq!(o, s, "id {d}: the store's code, copied");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 5000);
+        assert!(p.coded_members(16, 0).is_none());
     }
 
     #[test]

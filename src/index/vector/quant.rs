@@ -94,16 +94,16 @@ impl CodeBlock {
     /// Codes every `dim`-component row of `vectors`.
     pub fn encode(vectors: &[f32], dim: usize) -> Self {
         let rows = vectors.len() / dim.max(1);
-        let mut codes = Vec::with_capacity(rows * dim);
-        let mut meta = Vec::with_capacity(rows * META);
-        for v in vectors.chunks_exact(dim.max(1)) {
-            meta.extend(encode_into(v, &mut codes));
-        }
-        CodeBlock {
-            dim,
-            codes: codes.into_boxed_slice(),
-            meta: meta.into_boxed_slice(),
-        }
+        let mut block = CodeRows::new(dim, rows);
+        vectors
+            .chunks_exact(dim.max(1))
+            .for_each(|v| block.push_vector(v));
+        block.finish()
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.meta.len() / META
     }
 
     /// The code of row `row`, `None` past the end.
@@ -112,6 +112,48 @@ impl CodeBlock {
         let codes = self.codes.get(row * self.dim..(row + 1) * self.dim)?;
         let meta = self.meta.get(row * META..(row + 1) * META)?;
         Some(CodeRef { codes, meta })
+    }
+}
+
+/// A [`CodeBlock`] being filled row by row, from codes already made or from vectors.
+#[derive(Debug)]
+pub struct CodeRows {
+    dim: usize,
+    codes: Vec<i8>,
+    meta: Vec<f32>,
+}
+
+impl CodeRows {
+    /// Room for `rows` rows of `dim` components.
+    pub fn new(dim: usize, rows: usize) -> Self {
+        CodeRows {
+            dim,
+            codes: Vec::with_capacity(rows * dim),
+            meta: Vec::with_capacity(rows * META),
+        }
+    }
+
+    /// Appends a copy of `code` (of this block's dimension).
+    pub fn push_code(&mut self, code: CodeRef<'_>) {
+        debug_assert_eq!(code.codes.len(), self.dim);
+        self.codes.extend_from_slice(code.codes);
+        self.meta.extend_from_slice(code.meta);
+    }
+
+    /// Appends the code of `v` (of this block's dimension).
+    pub fn push_vector(&mut self, v: &[f32]) {
+        debug_assert_eq!(v.len(), self.dim);
+        let meta = encode_into(v, &mut self.codes);
+        self.meta.extend(meta);
+    }
+
+    /// The block, row `i` coding the `i`-th row pushed.
+    pub fn finish(self) -> CodeBlock {
+        CodeBlock {
+            dim: self.dim,
+            codes: self.codes.into_boxed_slice(),
+            meta: self.meta.into_boxed_slice(),
+        }
     }
 }
 
