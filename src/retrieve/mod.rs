@@ -604,13 +604,13 @@ fn partition_scope(
         let table = shared.table.read();
         heads.extend(hits.iter().map(|(d, _)| table.head(*d)).filter(keep));
     }
-    Ok(Some(by_id(heads, &bounds)))
+    Ok(Some(by_id(&heads, &bounds)))
 }
 
 /// `heads` in id order without repeats, and the bounds of those among the first
 /// `bounds.len()` (`bounds[i]` bounds `heads[i]`), by id. Sorts 8-byte keys rather than
 /// 72-byte heads.
-fn by_id(heads: Vec<Head>, bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
+fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
     let mut keys: Vec<u64> = heads
         .iter()
         .enumerate()
