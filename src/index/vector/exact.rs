@@ -133,15 +133,15 @@ impl WithSimd for BlockRun<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _: S) -> Vec<(f32, f32)> {
+        // A plain loop: an iterator adaptor's `fold` would be compiled apart from this
+        // dispatch, without the wide vector unit.
         let unknown = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-        self.rows
-            .iter()
-            .map(|&row| {
-                self.block
-                    .code(row as usize)
-                    .map_or(unknown, |code| interval(self.query, code))
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.rows.len());
+        for &row in self.rows {
+            let code = self.block.code(row as usize);
+            out.push(code.map_or(unknown, |code| interval(self.query, code)));
+        }
+        out
     }
 }
 
