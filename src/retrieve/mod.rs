@@ -368,6 +368,9 @@ fn stale_by(
     access: &Access,
     view: &View,
 ) -> Option<u32> {
+    if h.subject == NONE && h.topic == NONE {
+        return None;
+    }
     table
         .subject_docs(h.subject)
         .iter()
@@ -381,6 +384,9 @@ fn stale_by(
         .max_by_key(|o| (o.occurred_ms, o.doc))
         .map(|o| o.doc)
 }
+
+/// Heads per rayon task when looking for newer events (below one task, no fan-out).
+const STALE_CHUNK: usize = 1024;
 
 /// Splits stale events out (dropped, or kept and marked with the newer event's id when
 /// `keep`).
@@ -399,10 +405,21 @@ fn apply_staleness(
     };
     let table = shared.table.read();
     let view = View::new(vis);
+    let newer = |h: &Head| stale_by(&table, &ctx, h, access, &view);
+    // Each head's subject lists are scattered reads: broad sets look on both cores.
+    let newer: Vec<Option<u32>> = if heads.len() <= STALE_CHUNK {
+        heads.iter().map(newer).collect()
+    } else {
+        heads
+            .par_iter()
+            .with_min_len(STALE_CHUNK)
+            .map(newer)
+            .collect()
+    };
     let mut marks = HashMap::new();
     let mut out = Vec::with_capacity(heads.len());
-    for h in heads {
-        match stale_by(&table, &ctx, &h, access, &view) {
+    for (h, newer) in heads.into_iter().zip(newer) {
+        match newer {
             Some(by) if keep => {
                 if let Some(newer) = table.get(by) {
                     marks.insert(h.doc, newer.event.event_id.clone());
