@@ -715,27 +715,30 @@ fn probe_lists(
             return Default::default();
         };
         // Copied first, then checked: a loop of loads alone keeps more of them in flight.
-        let all: Vec<Head> = m.docs.iter().map(|&d| table.head(d)).collect();
-        let mut heads = Vec::with_capacity(all.len());
-        let mut rows = Vec::with_capacity(all.len());
-        for (row, h) in m.rows.clone().zip(all) {
-            if keep(&h) {
-                heads.push(h);
-                rows.push(row as u32);
+        let mut heads: Vec<Head> = m.docs.iter().map(|&d| table.head(d)).collect();
+        let mut rows = Vec::with_capacity(heads.len());
+        let mut row = m.rows.start as u32;
+        heads.retain(|h| {
+            let kept = keep(h);
+            if kept {
+                rows.push(row);
             }
-        }
+            row += 1;
+            kept
+        });
         let bounds = code.map_or_else(Vec::new, |c| block_bounds(c, m.codes, &rows));
         (heads, bounds)
     };
     let first = probe.probes.min(probe.order.len());
-    let (mut heads, mut bounds): (Vec<Head>, Vec<(f32, f32)>) = probe.order[..first]
-        .par_iter()
-        .map(read)
-        .reduce(Default::default, |mut a, b| {
-            a.0.extend(b.0);
-            a.1.extend(b.1);
-            a
-        });
+    let parts: Vec<(Vec<Head>, Vec<(f32, f32)>)> =
+        probe.order[..first].par_iter().map(read).collect();
+    // One copy into place (a pairwise reduce would copy each head once per level).
+    let mut heads = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+    let mut bounds = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
+    for (h, b) in parts {
+        heads.extend(h);
+        bounds.extend(b);
+    }
     for list in &probe.order[first..] {
         if heads.len() >= k {
             break;
