@@ -697,6 +697,9 @@ fn probe_by_id(
         .collect())
 }
 
+/// Heads and the code bounds of the first `bounds.len()` of them (see [`probe_lists`]).
+type Probed = (Vec<Head>, Vec<(f32, f32)>);
+
 /// The kept heads among `tenant`'s members of the probed lists (more lists, in order,
 /// while fewer than `k` were kept), then among the ids the partition does not cover; with
 /// `code`, also the kept members' code bounds, read from the lists' own codes (`bounds[i]`
@@ -708,9 +711,9 @@ fn probe_lists(
     (tenant, k): (u32, usize),
     code: Option<&QueryCode>,
     keep: impl Fn(&Head) -> bool + Sync,
-) -> (Vec<Head>, Vec<(f32, f32)>) {
+) -> Probed {
     let table = shared.table.read();
-    let read = |list: &u32| -> (Vec<Head>, Vec<(f32, f32)>) {
+    let read = |list: &u32| -> Probed {
         let Some(m) = probe.partition.coded_members(*list, tenant) else {
             return Default::default();
         };
@@ -730,8 +733,7 @@ fn probe_lists(
         (heads, bounds)
     };
     let first = probe.probes.min(probe.order.len());
-    let parts: Vec<(Vec<Head>, Vec<(f32, f32)>)> =
-        probe.order[..first].par_iter().map(read).collect();
+    let parts: Vec<Probed> = probe.order[..first].par_iter().map(read).collect();
     // One copy into place (a pairwise reduce would copy each head once per level).
     let mut heads = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
     let mut bounds = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
