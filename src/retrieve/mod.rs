@@ -17,7 +17,9 @@
 //!   ranks, the scope's best BM25 matches; each is checked against scope, grant and view on
 //!   its head like any candidate,
 //!   so only ranking, never scope, is approximate; fewer than k after stale suppression
-//!   falls back to the exact path; the response then says `path: "partition"`;
+//!   falls back to the exact path; the response then says `path: "partition"`; the probed
+//!   members' code bounds are read from the lists' own copies of the codes, which equal the
+//!   store's, so the ranking of a candidate set does not depend on where its bounds came from;
 //! - filtered HNSW is approximate (hnsw_rs may miss a true neighbour, so no bound on its list
 //!   proves the top k); it runs only when the operator opts in with `approximate`, and the
 //!   response then says `path: "hnsw"`;
