@@ -27,4 +27,5 @@ mod partitioned;
 mod races;
 mod server_binary;
 mod soak;
+mod stale_broad;
 mod ui;
