@@ -560,14 +560,13 @@ impl ScopeIndex {
     }
 }
 
-/// True when the time bounds select nothing (`after >= before`).
 /// The `k` best of `hits` (`(doc, score)` pairs, as [`ScopeIndex::lexical_all`] gives them),
 /// best first, ties by id.
 pub fn best_hits(mut hits: Vec<(u32, f32)>, k: usize) -> Vec<(u32, f32)> {
-    let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if k == 0 {
         return Vec::new();
     }
+    let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if hits.len() > k {
         hits.select_nth_unstable_by(k - 1, best_first);
         hits.truncate(k);
@@ -576,6 +575,7 @@ pub fn best_hits(mut hits: Vec<(u32, f32)>, k: usize) -> Vec<(u32, f32)> {
     hits
 }
 
+/// True when the time bounds select nothing (`after >= before`).
 fn is_empty_range(filter: &ScopeFilter) -> bool {
     matches!(
         (filter.occurred_after_ms, filter.occurred_before_ms),

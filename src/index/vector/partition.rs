@@ -89,10 +89,13 @@ impl List {
         starts.push(pairs.len() as u32);
         let mut codes = CodeRows::new(dim, docs.len());
         let reader = snap.reader();
+        // Members lie below `upto`, so every one has a vector; a zero row would keep row `i`
+        // coding `docs[i]` even if one did not.
+        let zero = vec![0.0; dim];
         for &doc in &docs {
             match reader.code(doc) {
                 Some(code) => codes.push_code(code),
-                None => codes.push_vector(reader.vector(doc).unwrap_or(&[])),
+                None => codes.push_vector(reader.vector(doc).unwrap_or(&zero)),
             }
         }
         List {

@@ -101,11 +101,6 @@ impl CodeBlock {
         block.finish()
     }
 
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.meta.len() / META
-    }
-
     /// The code of row `row`, `None` past the end.
     #[inline(always)]
     pub fn code(&self, row: usize) -> Option<CodeRef<'_>> {
