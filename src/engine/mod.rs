@@ -37,10 +37,11 @@ use tokio::sync::oneshot;
 pub use export::ExportedEvent;
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use observe::Observation;
+pub use partitions::Partitioned;
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
 pub use table::{
-    Entry, Head, HeadFilter, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE,
+    Changed, Entry, Head, HeadFilter, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE,
 };
 pub use writer::WriterConfig;
 
@@ -50,7 +51,7 @@ use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::ScopeIndex;
-use crate::index::vector::{HnswIndex, HnswParams, Partition, VectorStore};
+use crate::index::vector::{HnswIndex, HnswParams, VectorStore};
 use crate::model::validate::{validate_event, Limits};
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
@@ -155,7 +156,7 @@ pub struct Shared {
     pub hnsw_enabled: bool,
     /// The vector partitions of partitioned recall (see [`partitions`]); `None` until built
     /// and whenever partitioned recall is off.
-    pub partition: ArcSwapOption<Partition>,
+    pub partition: ArcSwapOption<Partitioned>,
     /// With partitioned recall on, the number of vectors from which partitions are built.
     pub partition_min_vectors: Option<usize>,
     /// Whether a partition build is running.
@@ -369,7 +370,7 @@ impl Engine {
                 .partition
                 .load()
                 .as_ref()
-                .map_or(0, |p| p.upto() as usize),
+                .map_or(0, |p| p.index.upto() as usize),
         }
     }
 
@@ -626,7 +627,12 @@ impl Engine {
         rank: &crate::rank::RankConfig,
     ) -> Result<RecallResponse, Problem> {
         let query = normalized(query_vector.to_vec(), self.embedder.dim())?;
-        crate::retrieve::recall_ranked(&self.shared, &self.config, rank, grant, req, &query)
+        // On the engine's pool, as the async recall is: the caller waits once, and the
+        // scoring's parallel sections split work among pool threads instead of each one
+        // waking another pool from outside it.
+        self.cpu.install(|| {
+            crate::retrieve::recall_ranked(&self.shared, &self.config, rank, grant, req, &query)
+        })
     }
 
     /// One page of the timeline, ordered by `occurredAt`.

@@ -19,7 +19,8 @@
 //! share one with probability 2⁻⁶⁴).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use ahash::RandomState;
 
@@ -177,6 +178,38 @@ impl Head {
             trust: self.trust,
             confidence: self.confidence,
         }
+    }
+}
+
+/// The ids whose heads changed since a copy of the heads was taken ([`Table::watched_heads`]):
+/// a copy's head of an id not marked here still equals the table's. Bits are set by the
+/// table's writer under its write lock and read under its read lock, so the lock orders
+/// them and relaxed atomics suffice.
+#[derive(Debug)]
+pub struct Changed {
+    bits: Vec<AtomicU64>,
+    /// Ids at or above this were not copied and count as changed.
+    len: u32,
+}
+
+impl Changed {
+    fn new(len: u32) -> Self {
+        Changed {
+            bits: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            len,
+        }
+    }
+
+    fn mark(&self, doc: u32) {
+        if let Some(word) = self.bits.get(doc as usize / 64) {
+            word.fetch_or(1 << (doc % 64), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `doc`'s head may differ from the copy's.
+    pub fn has(&self, doc: u32) -> bool {
+        doc >= self.len
+            || self.bits[doc as usize / 64].load(Ordering::Relaxed) & (1 << (doc % 64)) != 0
     }
 }
 
@@ -374,6 +407,8 @@ pub struct Table {
     expiring: Vec<u32>,
     rule: SubjectRule,
     live: usize,
+    /// Copies of the heads still in use: every change of a head is marked in each.
+    watchers: parking_lot::Mutex<Vec<Weak<Changed>>>,
 }
 
 /// One tenant's number and event ids.
@@ -458,6 +493,13 @@ impl Table {
             Slot::Empty | Slot::Deleted(_) => Head::gone(doc),
         };
         self.slots[i] = slot;
+        self.watchers.get_mut().retain(|w| match w.upgrade() {
+            Some(changed) => {
+                changed.mark(doc);
+                true
+            }
+            None => false,
+        });
     }
 
     fn head_of(&mut self, e: &Entry) -> Head {
@@ -555,9 +597,14 @@ impl Table {
         })
     }
 
-    /// The tenant number of every slot by internal id ([`NONE`] for empty and deleted ones).
-    pub fn head_tenants(&self) -> Vec<u32> {
-        self.heads.iter().map(|h| h.tenant).collect()
+    /// A copy of every head, by internal id, and the set in which every later change of a
+    /// head is marked (for as long as the set is held).
+    pub fn watched_heads(&self) -> (Vec<Head>, Arc<Changed>) {
+        let changed = Arc::new(Changed::new(self.heads.len() as u32));
+        let mut watchers = self.watchers.lock();
+        watchers.retain(|w| w.strong_count() > 0);
+        watchers.push(Arc::downgrade(&changed));
+        (self.heads.clone(), changed)
     }
 
     /// Adds a live entry at its internal id.
@@ -727,10 +774,10 @@ impl Table {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn event(id: &str, actor: &str, source: &str) -> StoredEvent {
+    pub(in crate::engine) fn event(id: &str, actor: &str, source: &str) -> StoredEvent {
         serde_json::from_value(serde_json::json!({
             "eventId": id, "eventType": "task_milestone", "occurredAt": "2026-06-17T09:20:00Z",
             "recordedAt": "2026-06-17T09:21:00Z", "actorId": actor, "tenantId": "acme",
@@ -742,7 +789,7 @@ mod tests {
         .expect("event")
     }
 
-    fn entry(doc: u32, e: StoredEvent) -> Entry {
+    pub(in crate::engine) fn entry(doc: u32, e: StoredEvent) -> Entry {
         Entry {
             doc,
             seq: u64::from(doc),
@@ -838,6 +885,36 @@ mod tests {
             "a deleted event belongs to no tenant"
         );
         assert_eq!(t.head(99).tenant, NONE);
+    }
+
+    #[test]
+    fn a_watched_copy_learns_of_every_later_change_of_a_head() {
+        let mut t = Table::new(SubjectRule::OFF);
+        for (doc, id) in ["a", "b", "c", "d"].iter().enumerate() {
+            t.push(entry(doc as u32, event(id, "Caroline", "s1")));
+        }
+        let (copy, changed) = t.watched_heads();
+        let (_, dropped) = t.watched_heads();
+        drop(dropped);
+        assert!((0..4).all(|doc| !changed.has(doc)), "nothing changed yet");
+
+        let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
+        assert!(t.mark_superseded("acme", "a", "b", at));
+        t.delete("acme", "c", at).expect("deleted");
+        t.push(entry(4, event("e", "Melanie", "s1")));
+        assert!(changed.has(0), "superseded");
+        assert!(changed.has(2), "deleted");
+        assert!(changed.has(4) && changed.has(70), "not in the copy");
+        for doc in [1, 3] {
+            assert!(!changed.has(doc));
+            assert_eq!(copy[doc as usize].status, t.head(doc).status);
+            assert_eq!(copy[doc as usize].tenant, t.head(doc).tenant);
+        }
+        assert_eq!(
+            t.watchers.lock().len(),
+            1,
+            "a dropped copy is no longer watched"
+        );
     }
 
     #[test]

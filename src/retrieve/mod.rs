@@ -38,7 +38,7 @@ use serde::Serialize;
 pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
 
 use crate::auth::TenantGrant;
-use crate::engine::{EngineConfig, Entry, Head, Shared, Table, NONE, NO_SOURCE};
+use crate::engine::{EngineConfig, Entry, Head, Partitioned, Shared, Table, NONE, NO_SOURCE};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
 use crate::index::vector::{
@@ -583,9 +583,10 @@ fn partition_scope(
     if !cfg.partitioned || k == 0 {
         return Ok(None);
     }
-    let Some(partition) = shared.partition.load_full() else {
+    let Some(partitioned) = shared.partition.load_full() else {
         return Ok(None);
     };
+    let partition = &partitioned.index;
     let Some(scope) = shared.table.read().head_filter(filter) else {
         return Ok(None);
     };
@@ -603,7 +604,8 @@ fn partition_scope(
     let view = View::new(vis);
     let keep = |h: &Head| scope.matches(h) && view.shows(h) && access.allows(h);
     let probe = Probe {
-        partition: &partition,
+        partitioned: &partitioned,
+        partition,
         order: &order,
         probes,
     };
@@ -666,6 +668,7 @@ fn broad_count(
 
 /// The partition lists a recall reads: the first `probes` of `order`.
 struct Probe<'a> {
+    partitioned: &'a Partitioned,
     partition: &'a Partition,
     order: &'a [u32],
     probes: usize,
@@ -720,7 +723,7 @@ fn probe_lists(
             return Default::default();
         };
         // Copied first, then checked: a loop of loads alone keeps more of them in flight.
-        let mut heads: Vec<Head> = m.docs.iter().map(|&d| table.head(d)).collect();
+        let mut heads = probe.partitioned.heads(&table, *list, m.rows.clone());
         let mut rows = Vec::with_capacity(heads.len());
         let mut row = m.rows.start as u32;
         heads.retain(|h| {

@@ -353,3 +353,61 @@ async fn bounds_read_from_the_lists_own_codes_rank_exactly_as_full_vectors_do() 
     e.shutdown().await;
     assert_eq!(bounded, full);
 }
+
+/// The id and summary of the best answer to `v` in acme's whole scope.
+fn first(e: &Engine, v: &[f32], include_superseded: bool) -> Option<(String, String)> {
+    let acme = TenantGrant::internal("acme", "test");
+    let mut req = request(Scope::default());
+    req.include_superseded = include_superseded;
+    let r = e.recall_with_vector(&acme, &req, v).expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Partition);
+    r.results
+        .first()
+        .map(|h| (h.event.event_id.clone(), h.event.summary.clone()))
+}
+
+#[tokio::test]
+async fn members_superseded_or_deleted_after_the_build_are_read_as_they_are_now() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = engine(dir.path(), false, 1.0 / 16.0);
+    let mut rng = StdRng::seed_from_u64(37);
+    let centres = centres(&mut rng);
+    let written = corpus(&e, &mut rng, &centres).await;
+    let acme = TenantGrant::internal("acme", "test");
+    let mut covered = written.iter().filter(|w| w.tenant == "acme");
+    let (old, gone, kept) = (
+        covered.next().expect("old"),
+        covered.next().expect("gone"),
+        covered.next().expect("kept"),
+    );
+    // Each covered event is its own vector's best answer, read from its list.
+    let (old_id, summary) = first(&e, &old.vector, false).expect("old");
+    assert_eq!(summary, old.summary);
+    let (gone_id, summary) = first(&e, &gone.vector, false).expect("gone");
+    assert_eq!(summary, gone.summary);
+
+    // A correction far from the old event's vector: only the old event's status changes.
+    let mut correction = body(10_000, "a0");
+    correction["supersedesEventIds"] = json!([old_id]);
+    let far = unit(old.vector.iter().map(|x| -x).collect());
+    e.write_embedded(&acme, &correction, far, false)
+        .await
+        .expect("correction");
+    e.delete(&acme, &gone_id).await.expect("delete");
+
+    let now = first(&e, &old.vector, false).expect("an answer");
+    assert_ne!(now.0, old_id, "a superseded member is no longer shown");
+    let with_superseded = first(&e, &old.vector, true).expect("an answer");
+    assert_eq!(
+        with_superseded.0, old_id,
+        "unless superseded events are asked for"
+    );
+    let now = first(&e, &gone.vector, false).expect("an answer");
+    assert_ne!(now.0, gone_id, "a deleted member is gone");
+    let unchanged = first(&e, &kept.vector, false).expect("kept");
+    assert_eq!(
+        unchanged.1, kept.summary,
+        "unchanged members are still read"
+    );
+    e.shutdown().await;
+}

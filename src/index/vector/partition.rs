@@ -241,6 +241,12 @@ impl Partition {
         order
     }
 
+    /// Every member of `list` (by tenant, then ascending): the order of the rows of
+    /// [`Members::rows`].
+    pub fn list_docs(&self, list: u32) -> &[u32] {
+        self.lists.get(list as usize).map_or(&[], |l| &l.docs)
+    }
+
     /// The members of `list` with tenant number `tenant`, ascending.
     pub fn members(&self, list: u32, tenant: u32) -> &[u32] {
         self.coded_members(list, tenant).map_or(&[], |m| m.docs)
