@@ -38,7 +38,9 @@ use serde::Serialize;
 pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
 
 use crate::auth::TenantGrant;
-use crate::engine::{EngineConfig, Entry, Head, Partitioned, Shared, Table, NONE, NO_SOURCE};
+use crate::engine::{
+    EngineConfig, Entry, Head, HeadFilter, Partitioned, Shared, Table, NONE, NO_SOURCE,
+};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
 use crate::index::vector::{
@@ -209,11 +211,15 @@ fn index_error(e: impl std::fmt::Display) -> Problem {
 
 /// In-scope internal ids: committed ones from tantivy plus fresh ones matched in memory.
 pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Problem> {
-    if !shared.table.read().may_match(filter) {
-        return Ok(Vec::new());
-    }
+    let heads = {
+        let table = shared.table.read();
+        if !table.may_match(filter) {
+            return Ok(Vec::new());
+        }
+        table.head_filter(filter)
+    };
     let watermark = shared.watermark.load(Ordering::Acquire);
-    let mut ids = shared.scope.search(filter).map_err(index_error)?;
+    let mut ids = committed(shared, filter, heads.as_ref())?;
     let table = shared.table.read();
     for entry in table.live_from(watermark) {
         if matches(filter, &entry.scope_doc()) {
@@ -224,6 +230,63 @@ pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Pro
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
+}
+
+/// The committed ids in scope: the index's answer to the whole filter or, when `heads`
+/// decide it and it has a narrowest list ([`crate::index::scope::ScopeIndex::narrowest`]),
+/// that list's ids whose heads match (a deleted event's never does).
+fn committed(
+    shared: &Shared,
+    filter: &ScopeFilter,
+    heads: Option<&HeadFilter>,
+) -> Result<Vec<u32>, Problem> {
+    let narrowed = heads.and_then(|h| Some((h, shared.scope.narrowest(filter)?)));
+    let Some((heads, narrowest)) = narrowed else {
+        return shared.scope.search(filter).map_err(index_error);
+    };
+    let ids = shared.scope.search(&narrowest).map_err(index_error)?;
+    let table = shared.table.read();
+    // Each check is a scattered read of a head: on both cores for a long list.
+    let table: &Table = &table;
+    Ok(ids
+        .par_chunks(HEAD_CHECK_CHUNK)
+        .flat_map_iter(|chunk| {
+            chunk
+                .iter()
+                .copied()
+                .filter(|&d| heads.matches(&table.head(d)))
+        })
+        .collect())
+}
+
+/// Ids whose heads one task checks ([`committed`]).
+const HEAD_CHECK_CHUNK: usize = 4096;
+
+/// A recall's in-scope ids ([`candidates`]), listed once on first use and shared by the
+/// steps that need them: counting a scope term statistics cannot bound, reading a narrow
+/// scope by id, the exact path.
+struct InScope<'a> {
+    shared: &'a Shared,
+    filter: &'a ScopeFilter,
+    ids: OnceLock<Vec<u32>>,
+}
+
+impl<'a> InScope<'a> {
+    fn new(shared: &'a Shared, filter: &'a ScopeFilter) -> Self {
+        InScope {
+            shared,
+            filter,
+            ids: OnceLock::new(),
+        }
+    }
+
+    fn ids(&self) -> Result<&[u32], Problem> {
+        if let Some(ids) = self.ids.get() {
+            return Ok(ids);
+        }
+        let ids = candidates(self.shared, self.filter)?;
+        Ok(self.ids.get_or_init(|| ids))
+    }
 }
 
 /// Which events a query may see.
@@ -471,6 +534,7 @@ pub fn recall_ranked(
         text: &req.query,
         hits: OnceLock::new(),
     };
+    let in_scope = InScope::new(shared, &filter);
     let scoped = |partitioned: bool| -> Result<_, Problem> {
         let Some(access) = &access else {
             return Ok(Some(Scoped::default()));
@@ -481,7 +545,7 @@ pub fn recall_ranked(
                 shared,
                 &config.recall,
                 access,
-                &filter,
+                &in_scope,
                 (query, lexical),
                 &vis,
                 req.limit,
@@ -490,8 +554,7 @@ pub fn recall_ranked(
                 None => return Ok(None),
             }
         } else {
-            let heads = visible(shared, access, &candidates(shared, &filter)?, &vis);
-            (heads, Vec::new())
+            (visible(shared, access, in_scope.ids()?, &vis), Vec::new())
         };
         let keep = req.include_stale;
         let (heads, stale) = apply_staleness(shared, &config.recall, access, heads, &vis, keep);
@@ -575,7 +638,7 @@ fn partition_scope(
     shared: &Shared,
     cfg: &RecallConfig,
     access: &Access,
-    filter: &ScopeFilter,
+    in_scope: &InScope<'_>,
     (query, lexical): (&[f32], Option<&Bm25<'_>>),
     vis: &Visibility,
     k: usize,
@@ -587,10 +650,10 @@ fn partition_scope(
         return Ok(None);
     };
     let partition = &partitioned.index;
-    let Some(scope) = shared.table.read().head_filter(filter) else {
+    let Some(scope) = shared.table.read().head_filter(in_scope.filter) else {
         return Ok(None);
     };
-    let Some(count) = broad_count(shared, filter, cfg.exact_max_candidates)? else {
+    let Some(count) = broad_count(shared, in_scope, cfg.exact_max_candidates)? else {
         return Ok(None);
     };
     let order = partition.order(query);
@@ -610,7 +673,7 @@ fn partition_scope(
         probes,
     };
     let (mut heads, bounds) = if count <= probed_members.saturating_mul(PARTITION_BY_ID_FACTOR) {
-        let heads = probe_by_id(shared, filter, &probe, keep)?;
+        let heads = probe_by_id(shared, in_scope.ids()?, &probe, keep);
         if heads.len() < k {
             return Ok(None);
         }
@@ -648,22 +711,23 @@ fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
     (keys.iter().map(|key| heads[position(key)]).collect(), known)
 }
 
-/// How many events the index holds in scope (an upper bound, when term statistics tell
-/// that more than `exact_max` do, which spares counting a broad scope's postings); `None`
-/// when at most `exact_max` do.
+/// How many events are in scope (an upper bound, when term statistics tell that more
+/// than `exact_max` do, which spares counting a broad scope's postings); `None` when at
+/// most `exact_max` do. A filter with a narrowest list is counted by listing its ids,
+/// which the exact path or the read by id then reuses; any other by the index alone.
 fn broad_count(
     shared: &Shared,
-    filter: &ScopeFilter,
+    in_scope: &InScope<'_>,
     exact_max: usize,
 ) -> Result<Option<usize>, Problem> {
-    match shared.scope.count_bounds(filter) {
-        Some((_, upper)) if upper <= exact_max => Ok(None),
-        Some((lower, upper)) if lower > exact_max => Ok(Some(upper)),
-        _ => {
-            let count = shared.scope.count(filter).map_err(index_error)?;
-            Ok((count > exact_max).then_some(count))
-        }
-    }
+    let filter = in_scope.filter;
+    let count = match shared.scope.count_bounds(filter) {
+        Some((_, upper)) if upper <= exact_max => return Ok(None),
+        Some((lower, upper)) if lower > exact_max => return Ok(Some(upper)),
+        _ if shared.scope.narrowest(filter).is_some() => in_scope.ids()?.len(),
+        _ => shared.scope.count(filter).map_err(index_error)?,
+    };
+    Ok((count > exact_max).then_some(count))
 }
 
 /// The partition lists a recall reads: the first `probes` of `order`.
@@ -678,10 +742,10 @@ struct Probe<'a> {
 /// none (written after the build).
 fn probe_by_id(
     shared: &Shared,
-    filter: &ScopeFilter,
+    ids: &[u32],
     probe: &Probe<'_>,
     keep: impl Fn(&Head) -> bool,
-) -> Result<Vec<Head>, Problem> {
+) -> Vec<Head> {
     let mut probed = vec![false; probe.order.len()];
     for &list in probe.order.iter().take(probe.probes) {
         probed[list as usize] = true;
@@ -692,14 +756,12 @@ fn probe_by_id(
             .list_of(**d)
             .is_none_or(|l| probed[l as usize])
     };
-    let ids = candidates(shared, filter)?;
     let table = shared.table.read();
-    Ok(ids
-        .iter()
+    ids.iter()
         .filter(in_probed)
         .map(|&d| table.head(d))
         .filter(|h| keep(h))
-        .collect())
+        .collect()
 }
 
 /// Heads and the code bounds of the first `bounds.len()` of them (see [`probe_lists`]).

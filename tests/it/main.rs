@@ -25,6 +25,7 @@ mod isolation;
 mod mcp;
 mod partitioned;
 mod races;
+mod scope_lists;
 mod server_binary;
 mod soak;
 mod stale_broad;
