@@ -620,9 +620,11 @@ type KnownBounds = Vec<(u32, (f32, f32))>;
 /// BM25 matches added to a partitioned candidate set, per result asked for.
 const PARTITION_LEXICAL_DEPTH: usize = 4;
 
-/// A scope of at most this many times the tenant members the probed lists hold is read by
-/// its ids (each looked up in the partition) rather than by the lists' members.
-const PARTITION_BY_ID_FACTOR: usize = 2;
+/// A scope of at most this share (1/n) of the tenant members the probed lists hold is read
+/// by its ids (each looked up in the partition) rather than by the lists' members: listing
+/// an id from the index and reading its head from the table costs about four times reading
+/// a member's head from its list, which holds a copy in member order.
+const PARTITION_BY_ID_DIVISOR: usize = 4;
 
 /// The visible in-scope heads among the members of the partition lists nearest `query`
 /// (the nearest `partition_probe_share` of them), among the ids the partition does not
@@ -672,7 +674,7 @@ fn partition_scope(
         order: &order,
         probes,
     };
-    let (mut heads, bounds) = if count <= probed_members.saturating_mul(PARTITION_BY_ID_FACTOR) {
+    let (mut heads, bounds) = if count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members {
         let heads = probe_by_id(shared, in_scope.ids()?, &probe, keep);
         if heads.len() < k {
             return Ok(None);

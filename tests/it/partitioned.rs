@@ -45,10 +45,21 @@ fn engine_bounding_from(
     probe_share: f64,
     code_min: Option<usize>,
 ) -> Engine {
+    engine_with(dir, lexical, probe_share, |c| {
+        if let Some(min) = code_min {
+            c.recall.code_min_candidates = min;
+        }
+    })
+}
+
+/// [`engine`], its configuration changed by `change` last.
+fn engine_with(
+    dir: &std::path::Path,
+    lexical: bool,
+    probe_share: f64,
+    change: impl FnOnce(&mut EngineConfig),
+) -> Engine {
     let mut c = EngineConfig::new(dir.to_path_buf());
-    if let Some(min) = code_min {
-        c.recall.code_min_candidates = min;
-    }
     if !lexical {
         c.rank.lexical_share = 0.0;
         c.rank.short_lexical_share = 0.0;
@@ -60,6 +71,7 @@ fn engine_bounding_from(
     // Built once every event below is written, so that the partition covers them all.
     c.recall.partition_min_vectors = 2_400;
     c.recall.exact_max_candidates = 300;
+    change(&mut c);
     Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine")
 }
 
@@ -125,6 +137,16 @@ fn centres(rng: &mut StdRng) -> Vec<Vec<f32>> {
 /// actors, waits for the partitions to cover the first 2,400 events written and commits
 /// the index.
 async fn corpus(e: &Engine, rng: &mut StdRng, centres: &[Vec<f32>]) -> Vec<Written> {
+    corpus_of(e, rng, centres, |rng| format!("a{}", rng.gen_range(0..4))).await
+}
+
+/// [`corpus`] with the actor of each event drawn by `actor`.
+async fn corpus_of(
+    e: &Engine,
+    rng: &mut StdRng,
+    centres: &[Vec<f32>],
+    actor: fn(&mut StdRng) -> String,
+) -> Vec<Written> {
     let mut written = Vec::new();
     for i in 0..2_400 {
         let tenant = if rng.gen_range(0..3) == 0 {
@@ -132,7 +154,7 @@ async fn corpus(e: &Engine, rng: &mut StdRng, centres: &[Vec<f32>]) -> Vec<Writt
         } else {
             "acme"
         };
-        let actor = format!("a{}", rng.gen_range(0..4));
+        let actor = actor(rng);
         let centre = rng.gen_range(0..centres.len());
         let vector = near(rng, &centres[centre]);
         let grant = TenantGrant::internal(tenant, "test");
@@ -261,12 +283,19 @@ async fn with_bm25_in_the_ranking_a_partitioned_recall_also_reads_the_best_word_
 #[tokio::test]
 async fn a_scope_narrower_than_the_probed_lists_is_read_by_id_and_stays_fresh() {
     let dir = tempfile::tempdir().expect("tmp");
-    // A quarter of 24 lists: about 400 of acme's 1,600 events are probed, so an actor's
-    // scope (about 400) is read by its ids and the whole tenant's from the lists.
-    let e = engine(dir.path(), false, 0.25);
+    // Half of 24 lists: about 800 of acme's 1,600 events are probed, so the rare actor's
+    // scope (about 100, at most a quarter of 800, over 50 so not exact) is read by its ids,
+    // and a common actor's (about 375) and the whole tenant's from the lists.
+    let e = engine_with(dir.path(), false, 0.5, |c| {
+        c.recall.exact_max_candidates = 50
+    });
     let mut rng = StdRng::seed_from_u64(31);
     let centres = centres(&mut rng);
-    let written = corpus(&e, &mut rng, &centres).await;
+    let rare_or_common = |rng: &mut StdRng| match rng.gen_range(0..16) {
+        0 => "rare".to_string(),
+        n => format!("a{}", n % 4),
+    };
+    let written = corpus_of(&e, &mut rng, &centres, rare_or_common).await;
     let acme = TenantGrant::internal("acme", "test");
     let scope = |actor: &str| Scope {
         actor_ids: vec![actor.into()],
@@ -275,10 +304,10 @@ async fn a_scope_narrower_than_the_probed_lists_is_read_by_id_and_stays_fresh() 
 
     let mut found = 0;
     for q in 0..20 {
-        let actor = format!("a{}", q % 4);
+        let actor = "rare";
         let v = near(&mut rng, &centres[q % centres.len()]);
         let r = e
-            .recall_with_vector(&acme, &request(scope(&actor)), &v)
+            .recall_with_vector(&acme, &request(scope(actor)), &v)
             .expect("recall");
         assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
         assert_eq!(r.results.len(), 10, "query {q}");
@@ -286,34 +315,30 @@ async fn a_scope_narrower_than_the_probed_lists_is_read_by_id_and_stays_fresh() 
             .iter()
             .filter(|w| w.tenant == "acme" && w.actor == actor)
             .count();
-        assert!(
-            r.stats.candidates * 2 < in_scope,
-            "only probed lists were read"
-        );
+        assert!(r.stats.candidates < in_scope, "only probed lists were read");
         for h in &r.results {
-            assert_eq!((&*h.event.tenant_id, &*h.event.actor_id), ("acme", &*actor));
+            assert_eq!((&*h.event.tenant_id, &*h.event.actor_id), ("acme", actor));
         }
-        let want = truth(&written, &v, "acme", Some(&actor));
+        let want = truth(&written, &v, "acme", Some(actor));
         found += summaries(&r).iter().filter(|s| want.contains(s)).count();
     }
-    // 6 of 24 lists read: 1.0 measured, about 0.25 for a random pick.
     assert!(found >= 190, "partitioned recall@10 {found}/200");
 
     // Written after the build (in no list): found through the index's ids; deleted: gone.
     let fresh = near(&mut rng, &centres[7]);
     let out = e
-        .write_embedded(&acme, &body(9_999, "a3"), fresh.clone(), false)
+        .write_embedded(&acme, &body(9_999, "rare"), fresh.clone(), false)
         .await
         .expect("write")
         .event;
     let r = e
-        .recall_with_vector(&acme, &request(scope("a3")), &fresh)
+        .recall_with_vector(&acme, &request(scope("rare")), &fresh)
         .expect("recall");
     assert_eq!(r.stats.path, VectorPath::Partition);
     assert_eq!(r.results[0].event.summary, "event 9999");
     e.delete(&acme, &out.event_id).await.expect("delete");
     let r = e
-        .recall_with_vector(&acme, &request(scope("a3")), &fresh)
+        .recall_with_vector(&acme, &request(scope("rare")), &fresh)
         .expect("recall");
     assert!(summaries(&r).iter().all(|s| s != "event 9999"));
     e.shutdown().await;
@@ -351,7 +376,18 @@ async fn bounds_read_from_the_lists_own_codes_rank_exactly_as_full_vectors_do() 
     wait_for_partitions(&e, 2_400).await;
     let full = answers(&e, &queries);
     e.shutdown().await;
-    assert_eq!(bounded, full);
+    // The same events in the same order; scores equal up to the recency part's drift over
+    // the seconds between the two sets of recalls (about 1e-7).
+    let events = |a: &[Vec<(String, f32)>]| -> Vec<Vec<String>> {
+        a.iter()
+            .map(|r| r.iter().map(|(s, _)| s.clone()).collect())
+            .collect()
+    };
+    assert_eq!(events(&bounded), events(&full));
+    let scores = bounded.iter().flatten().zip(full.iter().flatten());
+    for ((event, b), (_, f)) in scores {
+        assert!((b - f).abs() < 1e-5, "{event}: {b} against {f}");
+    }
 }
 
 /// The id and summary of the best answer to `v` in acme's whole scope.
