@@ -139,6 +139,28 @@ fn qualified(tenant: &str, value: &str) -> String {
     format!("{}:{tenant}{value}", tenant.len())
 }
 
+/// Tags of the pairs of scope values indexed per event ([`pair`]).
+const ACTOR_TYPE: char = 'a';
+const ACTOR_PROJECT: char = 'p';
+const TYPE_PROJECT: char = 't';
+
+/// A pair of an event's scope values, as indexed in the pair field (before [`qualified`]):
+/// tagged by which two lists they come from, the first's length before it.
+fn pair(tag: char, first: &str, second: &str) -> String {
+    format!("{tag}{}:{first}{second}", first.len())
+}
+
+/// Pair terms a filter may be read from are tried only up to this many combinations.
+const MAX_PAIR_TERMS: usize = 16;
+
+/// The clause of a filter read in place of the whole ([`ScopeIndex::narrowest`]): any of
+/// these terms in this field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Narrowest {
+    field: Field,
+    terms: Vec<String>,
+}
+
 /// Handles of the schema fields.
 #[derive(Debug, Clone, Copy)]
 struct Fields {
@@ -150,6 +172,7 @@ struct Fields {
     resource: Field,
     occurred_at: Field,
     text: Field,
+    pair: Field,
 }
 
 /// Builds the schema and returns it with its field handles.
@@ -171,6 +194,8 @@ fn build_schema() -> (Schema, Fields) {
         resource: b.add_text_field("tenant_resource", STRING),
         occurred_at: b.add_i64_field("occurred_at", INDEXED | FAST),
         text: b.add_text_field("text", text_options),
+        // An index built before pairs has no such field and is rebuilt from the log.
+        pair: b.add_text_field("tenant_pair", STRING),
     };
     (b.build(), fields)
 }
@@ -383,46 +408,88 @@ impl ScopeIndex {
             .sum()
     }
 
-    /// The filter's actor, project or event-type list that the fewest documents carry (by
-    /// term statistics), alone, when the filter narrows by something else as well (another
-    /// list or a time range) and lists no resources; `None` otherwise. Its events, all of
-    /// the filter's tenant, include the filter's; listing them and checking each on its
-    /// head spares intersecting the lists' postings, which in a large tenant costs a seek
-    /// in each list per event of the narrowest.
-    pub fn narrowest(&self, filter: &ScopeFilter) -> Option<ScopeFilter> {
+    /// The clause of `filter` that the fewest documents carry (by term statistics): one of
+    /// its actor, project and event-type lists, or the pairs of two of them (an actor and a
+    /// type, an actor and a project, a type and a project, each event indexed under its
+    /// own), when the filter narrows by something else as well (another list or a time
+    /// range) and lists no resources; `None` otherwise. Its events, all of the filter's
+    /// tenant, include the filter's; listing them ([`ScopeIndex::search_narrowest`]) and
+    /// checking each on its head spares intersecting the lists' postings, which in a large
+    /// tenant costs a seek in each list per event of the narrowest.
+    pub fn narrowest(&self, filter: &ScopeFilter) -> Option<Narrowest> {
         let timed = filter.occurred_after_ms.is_some() || filter.occurred_before_ms.is_some();
-        let lists = self.lists(filter);
-        let present: Vec<&(Field, &[String])> = lists
+        let present = self
+            .lists(filter)
             .iter()
-            .filter(|(_, values)| !values.is_empty())
-            .collect();
-        if !filter.resource_refs.is_empty()
-            || present.is_empty()
-            || present.len() + usize::from(timed) < 2
-        {
+            .filter(|(_, v)| !v.is_empty())
+            .count();
+        if !filter.resource_refs.is_empty() || present == 0 || present + usize::from(timed) < 2 {
             return None;
         }
-        let searcher = self.reader.searcher();
-        let size = |list: &&&(Field, &[String])| {
-            let &&&(field, values) = list;
-            self.list_size(&searcher, &filter.tenant, field, values)
-                .unwrap_or(usize::MAX)
+        let distinct = |values: &[String]| -> Vec<String> {
+            let set: std::collections::BTreeSet<&String> = values.iter().collect();
+            set.into_iter().cloned().collect()
         };
-        let &&(field, values) = present.iter().min_by_key(size)?;
-        let only = |f: Field| {
-            if f == field {
-                values.to_vec()
-            } else {
-                Vec::new()
+        let tenant = &filter.tenant;
+        let mut options: Vec<Narrowest> = self
+            .lists(filter)
+            .iter()
+            .filter(|(_, values)| !values.is_empty())
+            .map(|&(field, values)| Narrowest {
+                field,
+                terms: distinct(values)
+                    .iter()
+                    .map(|v| qualified(tenant, v))
+                    .collect(),
+            })
+            .collect();
+        let pairs = [
+            (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
+            (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
+            (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
+        ];
+        for (tag, first, second) in pairs {
+            let (first, second) = (distinct(first), distinct(second));
+            let combinations = first.len() * second.len();
+            if combinations == 0 || combinations > MAX_PAIR_TERMS {
+                continue;
             }
+            let terms = first
+                .iter()
+                .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
+                .map(|p| qualified(tenant, &p))
+                .collect();
+            options.push(Narrowest {
+                field: self.fields.pair,
+                terms,
+            });
+        }
+        let searcher = self.reader.searcher();
+        let size = |n: &Narrowest| -> usize {
+            n.terms
+                .iter()
+                .map(|t| searcher.doc_freq(&Term::from_field_text(n.field, t)))
+                .map(|df| df.map_or(usize::MAX, |df| df as usize))
+                .fold(0, usize::saturating_add)
         };
-        Some(ScopeFilter {
-            tenant: filter.tenant.clone(),
-            actor_ids: only(self.fields.actor),
-            project_ids: only(self.fields.project),
-            event_types: only(self.fields.event_type),
-            ..ScopeFilter::default()
-        })
+        options.into_iter().min_by_key(size)
+    }
+
+    /// Internal ids of committed docs carrying any term of `narrowest`, sorted ascending,
+    /// unique.
+    pub fn search_narrowest(&self, narrowest: &Narrowest) -> Result<Vec<u32>, ScopeIndexError> {
+        let terms = narrowest
+            .terms
+            .iter()
+            .map(|t| Term::from_field_text(narrowest.field, t))
+            .collect();
+        let query = any_of(terms, IndexRecordOption::Basic);
+        let collector = DocIdsCollector {
+            columns: &self.columns,
+        };
+        self.searcher()
+            .search(&*query, &collector)
+            .map_err(|e| self.err(e))
     }
 
     /// BM25 lexical search of `query` restricted to `filter` (a required,
@@ -547,6 +614,18 @@ impl ScopeIndex {
         }
         d.add_i64(f.occurred_at, doc.occurred_at_ms);
         d.add_text(f.text, doc.text);
+        let (actor, kind) = (doc.actor, doc.event_type);
+        d.add_text(f.pair, qualified(tenant, &pair(ACTOR_TYPE, actor, kind)));
+        if let Some(project) = doc.project {
+            d.add_text(
+                f.pair,
+                qualified(tenant, &pair(ACTOR_PROJECT, actor, project)),
+            );
+            d.add_text(
+                f.pair,
+                qualified(tenant, &pair(TYPE_PROJECT, kind, project)),
+            );
+        }
         d
     }
 
@@ -1015,21 +1094,33 @@ mod tests {
             "heads cannot check resources"
         );
 
+        let fields = index.fields;
+        let of = |f: &ScopeFilter| {
+            let n = index.narrowest(f).expect("a narrowest clause");
+            let ids = index.search_narrowest(&n).unwrap();
+            (n.field, ids)
+        };
         let mut f = tenant("t1");
         f.actor_ids = strings(&["alice", "bob"]);
         f.event_types = strings(&["deploy", "note"]);
-        let mut types = tenant("t1");
-        types.event_types = f.event_types.clone();
-        assert_eq!(index.narrowest(&f), Some(types), "2 events against 3");
+        assert_eq!(
+            of(&f),
+            (fields.pair, vec![1]),
+            "1 event, by its actor and type"
+        );
         f.event_types = strings(&["commit", "note", "deploy"]);
-        let mut actors = tenant("t1");
-        actors.actor_ids = f.actor_ids.clone();
-        assert_eq!(index.narrowest(&f), Some(actors), "3 events against 4");
+        assert_eq!(
+            of(&f),
+            (fields.actor, vec![1, 2, 3]),
+            "3 events, the first of a tie"
+        );
+        f.project_ids = strings(&["p2"]);
+        assert_eq!(of(&f).0, fields.project, "1 event, by its project");
         let mut timed = one.clone();
         timed.occurred_after_ms = Some(150);
-        assert_eq!(index.narrowest(&timed), Some(one));
+        assert_eq!(of(&timed), (fields.actor, vec![1, 3]));
         for filter in [f, timed] {
-            let narrow = index.search(&index.narrowest(&filter).unwrap()).unwrap();
+            let narrow = of(&filter).1;
             let all = index.search(&filter).unwrap();
             assert!(all.iter().all(|d| narrow.contains(d)), "{filter:?}");
             assert!(narrow.iter().all(|d| evs[*d as usize - 1].tenant == "t1"));
@@ -1382,7 +1473,7 @@ mod tests {
                 prop_assert_eq!(index.count(f).unwrap(), expected.len());
                 if let Some(narrowest) = index.narrowest(f) {
                     // A superset of the scope, within the tenant.
-                    let narrow = index.search(&narrowest).unwrap();
+                    let narrow = index.search_narrowest(&narrowest).unwrap();
                     prop_assert!(expected.iter().all(|d| narrow.binary_search(d).is_ok()));
                     let tenant_of = |d: &u32| evs.iter().find(|e| e.doc == *d).map(|e| &e.tenant);
                     prop_assert!(narrow.iter().all(|d| tenant_of(d) == Some(&f.tenant)));

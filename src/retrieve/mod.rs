@@ -244,7 +244,10 @@ fn committed(
     let Some((heads, narrowest)) = narrowed else {
         return shared.scope.search(filter).map_err(index_error);
     };
-    let ids = shared.scope.search(&narrowest).map_err(index_error)?;
+    let ids = shared
+        .scope
+        .search_narrowest(&narrowest)
+        .map_err(index_error)?;
     let table = shared.table.read();
     // Each check is a scattered read of a head: on both cores for a long list.
     let table: &Table = &table;
