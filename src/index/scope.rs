@@ -1219,6 +1219,25 @@ mod tests {
     }
 
     #[test]
+    fn an_index_of_another_schema_is_an_error() {
+        // The layout before pair terms: every field but the pairs.
+        let dir = tempfile::tempdir().unwrap();
+        let (schema, _) = build_schema();
+        let mut older = Schema::builder();
+        for (_, entry) in schema.fields().filter(|(_, e)| e.name() != "tenant_pair") {
+            older.add_field(entry.clone());
+        }
+        let index = Index::create_in_dir(dir.path(), older.build()).unwrap();
+        index
+            .writer::<TantivyDocument>(15_000_000)
+            .unwrap()
+            .commit()
+            .unwrap();
+        let err = ScopeIndex::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("scope index at"), "{err}");
+    }
+
+    #[test]
     fn delete_after_commit() {
         let (_d, index, _) = fixture_index();
         index.delete(3).unwrap();
