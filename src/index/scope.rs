@@ -112,6 +112,18 @@ pub struct ScopeFilter {
     pub occurred_before_ms: Option<i64>,
 }
 
+impl ScopeFilter {
+    /// Whether the filter lists actors, projects or types and narrows by something else
+    /// as well (another of those lists or a time range), and lists no resources: the
+    /// filters [`ScopeIndex::narrowest`] finds a clause of.
+    pub fn narrows_twice(&self) -> bool {
+        let lists = [&self.actor_ids, &self.project_ids, &self.event_types];
+        let listed = lists.iter().filter(|l| !l.is_empty()).count();
+        let timed = self.occurred_after_ms.is_some() || self.occurred_before_ms.is_some();
+        self.resource_refs.is_empty() && listed > 0 && listed + usize::from(timed) >= 2
+    }
+}
+
 /// Errors of the scope index.
 #[derive(Debug, thiserror::Error)]
 pub enum ScopeIndexError {
@@ -159,6 +171,28 @@ const MAX_PAIR_TERMS: usize = 16;
 pub struct Narrowest {
     field: Field,
     terms: Vec<String>,
+}
+
+impl Narrowest {
+    /// Any of `values` (repeats dropped) of `tenant` in `field`.
+    fn list<'v>(field: Field, tenant: &str, values: impl IntoIterator<Item = &'v String>) -> Self {
+        let distinct: std::collections::BTreeSet<&String> = values.into_iter().collect();
+        Narrowest {
+            field,
+            terms: distinct.into_iter().map(|v| qualified(tenant, v)).collect(),
+        }
+    }
+
+    /// How many documents (deleted ones not yet merged away included) carry one of the
+    /// terms: each event has at most one value per field, and one pair per tag, so their
+    /// frequencies add up.
+    fn size(&self, searcher: &Searcher) -> Option<usize> {
+        self.terms
+            .iter()
+            .map(|t| searcher.doc_freq(&Term::from_field_text(self.field, t)))
+            .map(|df| df.ok().map(|n| n as usize))
+            .sum()
+    }
 }
 
 /// Handles of the schema fields.
@@ -371,7 +405,9 @@ impl ScopeIndex {
                 let tenant = Term::from_field_text(self.fields.tenant, &filter.tenant);
                 searcher.doc_freq(&tenant).ok()? as usize
             }
-            Some(&(field, values)) => self.list_size(&searcher, &filter.tenant, field, values)?,
+            Some(&(field, values)) => {
+                Narrowest::list(field, &filter.tenant, values).size(&searcher)?
+            }
         };
         let deleted: usize = searcher
             .segment_readers()
@@ -391,23 +427,6 @@ impl ScopeIndex {
         ]
     }
 
-    /// How many documents (deleted ones not yet merged away included) carry any of
-    /// `values` in `field`: each event has at most one, so their frequencies add up.
-    fn list_size(
-        &self,
-        searcher: &Searcher,
-        tenant: &str,
-        field: Field,
-        values: &[String],
-    ) -> Option<usize> {
-        let distinct: std::collections::BTreeSet<&String> = values.iter().collect();
-        distinct
-            .into_iter()
-            .map(|v| Term::from_field_text(field, &qualified(tenant, v)))
-            .map(|t| searcher.doc_freq(&t).ok().map(|n| n as usize))
-            .sum()
-    }
-
     /// The clause of `filter` that the fewest documents carry (by term statistics): one of
     /// its actor, project and event-type lists, or the pairs of two of them (an actor and a
     /// type, an actor and a project, a type and a project, each event indexed under its
@@ -417,31 +436,14 @@ impl ScopeIndex {
     /// checking each on its head spares intersecting the lists' postings, which in a large
     /// tenant costs a seek in each list per event of the narrowest.
     pub fn narrowest(&self, filter: &ScopeFilter) -> Option<Narrowest> {
-        let timed = filter.occurred_after_ms.is_some() || filter.occurred_before_ms.is_some();
-        let present = self
-            .lists(filter)
-            .iter()
-            .filter(|(_, v)| !v.is_empty())
-            .count();
-        if !filter.resource_refs.is_empty() || present == 0 || present + usize::from(timed) < 2 {
+        if !filter.narrows_twice() {
             return None;
         }
-        let distinct = |values: &[String]| -> Vec<String> {
-            let set: std::collections::BTreeSet<&String> = values.iter().collect();
-            set.into_iter().cloned().collect()
-        };
         let tenant = &filter.tenant;
-        let mut options: Vec<Narrowest> = self
-            .lists(filter)
-            .iter()
-            .filter(|(_, values)| !values.is_empty())
-            .map(|&(field, values)| Narrowest {
-                field,
-                terms: distinct(values)
-                    .iter()
-                    .map(|v| qualified(tenant, v))
-                    .collect(),
-            })
+        let lists = self.lists(filter);
+        let lists = lists.iter().filter(|(_, values)| !values.is_empty());
+        let mut options: Vec<Narrowest> = lists
+            .map(|&(field, values)| Narrowest::list(field, tenant, values))
             .collect();
         let pairs = [
             (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
@@ -449,30 +451,21 @@ impl ScopeIndex {
             (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
         ];
         for (tag, first, second) in pairs {
-            let (first, second) = (distinct(first), distinct(second));
-            let combinations = first.len() * second.len();
-            if combinations == 0 || combinations > MAX_PAIR_TERMS {
+            if first.len() * second.len() > MAX_PAIR_TERMS {
                 continue;
             }
-            let terms = first
+            let combined: Vec<String> = first
                 .iter()
                 .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
-                .map(|p| qualified(tenant, &p))
                 .collect();
-            options.push(Narrowest {
-                field: self.fields.pair,
-                terms,
-            });
+            if !combined.is_empty() {
+                options.push(Narrowest::list(self.fields.pair, tenant, &combined));
+            }
         }
         let searcher = self.reader.searcher();
-        let size = |n: &Narrowest| -> usize {
-            n.terms
-                .iter()
-                .map(|t| searcher.doc_freq(&Term::from_field_text(n.field, t)))
-                .map(|df| df.map_or(usize::MAX, |df| df as usize))
-                .fold(0, usize::saturating_add)
-        };
-        options.into_iter().min_by_key(size)
+        options
+            .into_iter()
+            .min_by_key(|n| n.size(&searcher).unwrap_or(usize::MAX))
     }
 
     /// Internal ids of committed docs carrying any term of `narrowest`, sorted ascending,

@@ -44,7 +44,7 @@ use crate::engine::{
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
 use crate::index::vector::{
-    block_bounds, code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
+    block_bounds, code_bounds, dot, exact_scores, top_k, IdSet, QueryCode, VectorStore,
 };
 use crate::model::{EventStatus, PrivacyClass, StoredEvent, Timestamp};
 use crate::rank::{Breakdown, Prior, RankConfig, Signals};
@@ -673,7 +673,6 @@ fn partition_scope(
     let keep = |h: &Head| scope.matches(h) && view.shows(h) && access.allows(h);
     let probe = Probe {
         partitioned: &partitioned,
-        partition,
         order: &order,
         probes,
     };
@@ -718,7 +717,7 @@ fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
 
 /// How many events are in scope (an upper bound, when term statistics tell that more
 /// than `exact_max` do, which spares counting a broad scope's postings); `None` when at
-/// most `exact_max` do. A filter with a narrowest list is counted by listing its ids,
+/// most `exact_max` do. A filter with a narrowest clause is counted by listing its ids,
 /// which the exact path or the read by id then reuses; any other by the index alone.
 fn broad_count(
     shared: &Shared,
@@ -729,7 +728,7 @@ fn broad_count(
     let count = match shared.scope.count_bounds(filter) {
         Some((_, upper)) if upper <= exact_max => return Ok(None),
         Some((lower, upper)) if lower > exact_max => return Ok(Some(upper)),
-        _ if shared.scope.narrowest(filter).is_some() => in_scope.ids()?.len(),
+        _ if filter.narrows_twice() => in_scope.ids()?.len(),
         _ => shared.scope.count(filter).map_err(index_error)?,
     };
     Ok((count > exact_max).then_some(count))
@@ -738,7 +737,6 @@ fn broad_count(
 /// The partition lists a recall reads: the first `probes` of `order`.
 struct Probe<'a> {
     partitioned: &'a Partitioned,
-    partition: &'a Partition,
     order: &'a [u32],
     probes: usize,
 }
@@ -757,7 +755,8 @@ fn probe_by_id(
     }
     let in_probed = |d: &&u32| {
         probe
-            .partition
+            .partitioned
+            .index
             .list_of(**d)
             .is_none_or(|l| probed[l as usize])
     };
@@ -786,7 +785,7 @@ fn probe_lists(
 ) -> Probed {
     let table = shared.table.read();
     let read = |list: &u32| -> Probed {
-        let Some(m) = probe.partition.coded_members(*list, tenant) else {
+        let Some(m) = probe.partitioned.index.coded_members(*list, tenant) else {
             return Default::default();
         };
         // Copied first, then checked: a loop of loads alone keeps more of them in flight.
@@ -821,7 +820,7 @@ fn probe_lists(
         heads.extend(h);
         bounds.extend(b);
     }
-    let uncovered = (probe.partition.upto()..table.next_doc()).map(|d| table.head(d));
+    let uncovered = (probe.partitioned.index.upto()..table.next_doc()).map(|d| table.head(d));
     heads.extend(uncovered.filter(|h| keep(h)));
     (heads, bounds)
 }
