@@ -41,6 +41,18 @@ pub struct AuditEntry {
     pub detail: Value,
 }
 
+/// The fields of a logged [`AuditEntry`] the trail's index needs; reading only these at
+/// start-up skips building every entry's detail.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditStamp<'a> {
+    /// When.
+    pub at: Timestamp,
+    /// Tenant (borrowed from the record unless it holds escapes).
+    #[serde(borrow)]
+    pub tenant_id: std::borrow::Cow<'a, str>,
+}
+
 impl AuditEntry {
     /// A new entry stamped now.
     pub fn new(
