@@ -26,8 +26,9 @@
 //! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
 //! selection), `GRID_CODE_MIN` (candidates from which scores are first bounded from the
 //! 8-bit vector codes; a huge value turns the bounding off), `GRID_PARTITIONED=1` (the
-//! opt-in partitioned recall; runs wait for its partitions) and `GRID_PROBE_SHARE` (the share
-//! of partition lists probed).
+//! opt-in partitioned recall; runs wait for its partitions), `GRID_PROBE_SHARE` (the share
+//! of partition lists probed) and `GRID_PROBE_MAX_MEMBERS` (the tenant members after which a
+//! probe takes no further lists).
 //!
 //! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`): `vectors.f32`
 //! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
@@ -456,6 +457,9 @@ fn engine_config(dir: &Path) -> EngineConfig {
     config.recall.partitioned = knob("GRID_PARTITIONED").is_some_and(|v| v != 0.0);
     if let Some(v) = knob("GRID_PROBE_SHARE") {
         config.recall.partition_probe_share = v;
+    }
+    if let Some(v) = knob("GRID_PROBE_MAX_MEMBERS") {
+        config.recall.partition_probe_max_members = v as usize;
     }
     config
 }

@@ -78,6 +78,10 @@ pub struct ServeArgs {
     /// With `--partitioned-recall`, the share of partition lists probed, in (0, 1].
     #[arg(long, env = "EPISODIC_PARTITION_PROBE_SHARE", default_value_t = 0.0625)]
     pub partition_probe_share: f64,
+    /// With `--partitioned-recall`, a probe takes no further lists once those it took hold
+    /// this many of the tenant's members (at least one list is read).
+    #[arg(long, env = "EPISODIC_PARTITION_PROBE_MAX_MEMBERS", default_value_t = crate::retrieve::PARTITION_PROBE_MAX_MEMBERS)]
+    pub partition_probe_max_members: usize,
     /// Scope index refresh interval in milliseconds (fresh events are recallable at once regardless).
     #[arg(long, env = "EPISODIC_REFRESH_MS", default_value_t = 500)]
     pub refresh_ms: u64,
@@ -175,6 +179,7 @@ impl ServeArgs {
         // The share is checked even while partitioned recall is off.
         c.recall.partition(self.partition_probe_share)?;
         c.recall.partitioned = self.partitioned_recall;
+        c.recall.partition_probe_max_members = self.partition_probe_max_members;
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
         c.cpu_threads = self.cpu_threads.max(1);

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::RwLock;
-use rayon::prelude::*;
 
 use super::writer::Writer;
 use super::{
@@ -36,7 +35,6 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     let dir_lock = lock_data_dir(&config.data_dir)?;
     let (audit_log, audit) = open_audit(&paths)?;
     let (scope, scope_seq) = open_scope(&paths)?;
-    let cpu = CpuPool::new(config.cpu_threads).context("building the cpu pool")?;
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::new(config.stale)),
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
@@ -53,7 +51,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         audit,
         paths: paths.clone(),
     });
-    let (log, recovered) = replay_log(&shared, &cpu, &paths.log, scope_seq)?;
+    let (log, recovered) = replay_log(&shared, &paths.log, scope_seq)?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
             bytes = recovered.truncated_bytes,
@@ -83,8 +81,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         "engine recovered from the log"
     );
     super::partitions::maybe_rebuild(&shared);
-    let logs = (log, audit_log);
-    start(shared, logs, config, (embedder, cpu), dir_lock)
+    start(shared, log, audit_log, config, embedder, dir_lock)
 }
 
 /// Takes the data directory's exclusive lock, so a second process (a second server, or an
@@ -184,21 +181,19 @@ fn rebuild_scope(shared: &Shared) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Records read, then decoded together and handed from the reading thread to the applying
-/// one, at a time.
+/// Decoded records handed from the reading thread to the applying one at a time.
 const REPLAY_BATCH: usize = 512;
 
 /// Batches in flight between the two replay threads (bounds the memory a replay holds
 /// beyond the table: a few thousand decoded records).
 const REPLAY_QUEUE: usize = 4;
 
-/// Reads and checks the log on this thread, decodes each batch of records on the CPU pool
-/// (decoding is most of a restart's work) while another thread applies the decoded records
-/// in log order. Records are applied as they are read: the log is never held in memory
-/// whole. The first error on either side stops both and is the one reported.
+/// Reads, checks and decodes the log on this thread while another applies the decoded
+/// records in log order, so the two halves of a restart use both cores. Records are applied
+/// as they are read: the log is never held in memory whole. The first error on either side
+/// stops both and is the one reported.
 fn replay_log(
     shared: &Shared,
-    cpu: &CpuPool,
     path: &std::path::Path,
     scope_seq: Option<u64>,
 ) -> anyhow::Result<(Log, Recovered)> {
@@ -209,25 +204,21 @@ fn replay_log(
             .spawn_scoped(s, move || apply_batches(shared, &rx, scope_seq))
             .context("spawning the replay thread")?;
         let mut batch = Vec::with_capacity(REPLAY_BATCH);
-        let hand_over = |raw: Vec<LogRecord>| -> anyhow::Result<()> {
-            // A closed channel means the applier failed; its error is reported below.
-            tx.send(decode_batch(cpu, raw)?)
-                .map_err(|_| anyhow::anyhow!("replay stopped"))
-        };
         let read = Log::open_with(path, |rec: LogRecord| {
-            batch.push(rec);
+            let record =
+                decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+            batch.push((rec.seq, record));
             if batch.len() == REPLAY_BATCH {
-                hand_over(std::mem::replace(
-                    &mut batch,
-                    Vec::with_capacity(REPLAY_BATCH),
-                ))?;
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
+                // A closed channel means the applier failed; its error is reported below.
+                tx.send(full)
+                    .map_err(|_| anyhow::anyhow!("replay stopped"))?;
             }
             Ok::<(), anyhow::Error>(())
         });
-        let read = match read {
-            Ok(opened) if !batch.is_empty() => hand_over(batch).map(|()| opened),
-            other => other,
-        };
+        if read.is_ok() && !batch.is_empty() {
+            let _ = tx.send(batch);
+        }
         drop(tx);
         let applied = applier
             .join()
@@ -235,24 +226,6 @@ fn replay_log(
         applied?;
         read.with_context(|| format!("opening log {}", path.display()))
     })
-}
-
-/// Decodes `raw` on the CPU pool, in order; the first record that fails (in log order) is
-/// the error.
-fn decode_batch(cpu: &CpuPool, raw: Vec<LogRecord>) -> anyhow::Result<Vec<(u64, Record)>> {
-    let decoded: Vec<_> = cpu.install(|| {
-        raw.into_par_iter()
-            .map(|rec| (rec.seq, decode(&rec.payload)))
-            .collect()
-    });
-    decoded
-        .into_iter()
-        .map(|(seq, record)| {
-            record
-                .map(|r| (seq, r))
-                .with_context(|| format!("log record seq {seq}"))
-        })
-        .collect()
 }
 
 /// The applying half of [`replay_log`]: every batch, in order, until the reader is done.
@@ -374,9 +347,10 @@ fn vectors_upto(table: &Table, seq: u64) -> usize {
 
 fn start(
     shared: Arc<Shared>,
-    (log, audit_log): (Log, Log),
+    log: Log,
+    audit_log: Log,
     config: EngineConfig,
-    (embedder, cpu): (Arc<dyn Embedder>, CpuPool),
+    embedder: Arc<dyn Embedder>,
     dir_lock: std::fs::File,
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
@@ -389,6 +363,7 @@ fn start(
             writer.run(&rx);
         })
         .context("spawning the writer thread")?;
+    let cpu = CpuPool::new(config.cpu_threads).context("building the cpu pool")?;
     Ok(Engine {
         shared,
         tx,
@@ -397,32 +372,4 @@ fn start(
         config: Arc::new(config),
         writer_thread: Arc::new(parking_lot::Mutex::new(Some(handle))),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn raw(seq: u64, payload: Vec<u8>) -> LogRecord {
-        LogRecord { seq, payload }
-    }
-
-    #[test]
-    fn a_batch_decodes_in_log_order_and_reports_its_first_bad_record() {
-        let cpu = CpuPool::new(2).expect("pool");
-        let marker = crate::store::record::encode(&Record::Marker);
-        let good: Vec<LogRecord> = (1..=600).map(|s| raw(s, marker.clone())).collect();
-        let decoded = decode_batch(&cpu, good).expect("decodes");
-        let seqs: Vec<u64> = decoded.iter().map(|(s, _)| *s).collect();
-        assert_eq!(seqs, (1..=600).collect::<Vec<_>>());
-        assert!(decoded.iter().all(|(_, r)| *r == Record::Marker));
-
-        let mut bad: Vec<LogRecord> = (1..=600).map(|s| raw(s, marker.clone())).collect();
-        bad[417].payload = vec![9, 9];
-        bad[512].payload = vec![1, 77];
-        let err = decode_batch(&cpu, bad).expect_err("a bad record");
-        let text = format!("{err:#}");
-        assert!(text.contains("log record seq 418"), "{text}");
-        assert!(text.contains("unknown version 9"), "{text}");
-    }
 }

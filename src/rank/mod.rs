@@ -200,7 +200,12 @@ impl RankConfig {
             lexical: w.relevance * self.lexical_share * sig.lexical,
             context: w.relevance * self.context_weight * sig.context,
             actor: w.relevance * if sig.actor { self.actor_boost } else { 0.0 },
-            recency: w.recency * self.recency(prior.occurred_ms, now_ms),
+            // Not computed at weight 0 (an exp2 per scored event).
+            recency: if w.recency == 0.0 {
+                0.0
+            } else {
+                w.recency * self.recency(prior.occurred_ms, now_ms)
+            },
             trust: w.trust * self.trust_value(prior.trust),
             confidence: w.confidence * self.confidence_value(prior.confidence),
             cosine: sig.cosine,

@@ -254,6 +254,40 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
 }
 
 #[tokio::test]
+async fn a_probe_stops_taking_lists_at_its_member_budget() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Every list's share, but no further list once 150 of the tenant's members are read.
+    let e = engine_with(dir.path(), false, 1.0, |c| {
+        c.recall.partition_probe_max_members = 150;
+    });
+    let mut rng = StdRng::seed_from_u64(29);
+    let centres = centres(&mut rng);
+    let written = corpus(&e, &mut rng, &centres).await;
+    let acme = TenantGrant::internal("acme", "test");
+    let mut found = 0;
+    for q in 0..12 {
+        let v = near(&mut rng, &centres[q % centres.len()]);
+        let r = e
+            .recall_with_vector(&acme, &request(Scope::default()), &v)
+            .expect("recall");
+        assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
+        assert_eq!(r.results.len(), 10, "query {q}");
+        assert!(r.results.iter().all(|h| h.event.tenant_id == "acme"));
+        // About 1,600 acme events in 24 lists: a budget of 150 stops within a few lists.
+        assert!(
+            r.stats.candidates < 600,
+            "query {q}: {} candidates",
+            r.stats.candidates
+        );
+        let want = truth(&written, &v, "acme", None);
+        found += summaries(&r).iter().filter(|s| want.contains(s)).count();
+    }
+    // The nearest lists hold most of a clustered query's neighbours.
+    assert!(found >= 96, "recall@10 within the budget {found}/120");
+    e.shutdown().await;
+}
+
+#[tokio::test]
 async fn with_bm25_in_the_ranking_a_partitioned_recall_also_reads_the_best_word_matches() {
     let dir = tempfile::tempdir().expect("tmp");
     let e = engine(dir.path(), true, 1.0 / 16.0);
