@@ -24,6 +24,13 @@
 //! Environment: `HTTP_LOAD_SECS`, `HTTP_LOAD_CONCURRENCY` (comma list), `HTTP_LOAD_OPS`
 //! (`recall,write`), `HTTP_LOAD_PRELOAD`, `HTTP_LOAD_BIN`, `HTTP_LOAD_MODEL_DIR`,
 //! `HTTP_LOAD_OUT` (JSON path), `HTTP_LOAD_KEEP` (keep the data directory and print it).
+//! `HTTP_LOAD_DATA_DIR` serves an existing data directory in place instead of a preloaded
+//! one (the write cells add to it; for instance a copy of the grid bench's ingested 1M
+//! engine, `GRID_ENGINE_DIR`), with `HTTP_LOAD_TENANT` (default `load`) and
+//! `HTTP_LOAD_ACTOR_PREFIX` (default `actor-`; the grid's actors are `a0`..`a19`) naming its
+//! tenant and actors. The server reads its own `EPISODIC_*` settings from the environment;
+//! with `EPISODIC_PARTITIONED_RECALL` set, the load starts once a tenant-wide recall takes
+//! the partition path (the partitions are built in the background after ready).
 
 mod common;
 
@@ -38,7 +45,17 @@ use serde_json::{json, Value};
 
 use common::{dir_bytes, status_kib};
 
-const TENANT: &str = "load";
+/// The tenant the key is for: `HTTP_LOAD_TENANT`, default `load`.
+fn tenant() -> String {
+    std::env::var("HTTP_LOAD_TENANT").unwrap_or_else(|_| "load".into())
+}
+
+/// Actor `i`'s id: `HTTP_LOAD_ACTOR_PREFIX` (default `actor-`) then `i`.
+fn actor(i: usize) -> String {
+    let prefix = std::env::var("HTTP_LOAD_ACTOR_PREFIX").unwrap_or_else(|_| "actor-".into());
+    format!("{prefix}{i}")
+}
+
 const ACTORS: usize = 20;
 const PROJECTS: usize = 5;
 const TYPES: [&str; 4] = [
@@ -138,16 +155,16 @@ fn summary(rng: &mut StdRng, actor: usize, i: usize) -> String {
 }
 
 fn event_body(rng: &mut StdRng, i: usize, tag: &str) -> Value {
-    let actor = rng.gen_range(0..ACTORS);
+    let actor_n = rng.gen_range(0..ACTORS);
     let day = rng.gen_range(1..28);
     let month = rng.gen_range(1..13);
     json!({
         "eventType": TYPES[rng.gen_range(0..TYPES.len())],
         "occurredAt": format!("2025-{month:02}-{day:02}T{:02}:00:00Z", rng.gen_range(0..24)),
-        "actorId": format!("actor-{actor}"),
+        "actorId": actor(actor_n),
         "projectId": format!("project-{}", rng.gen_range(0..PROJECTS)),
         "resourceRefs": [format!("res-{}", rng.gen_range(0..200))],
-        "summary": summary(rng, actor, i),
+        "summary": summary(rng, actor_n, i),
         "sourceRefs": [format!("{tag}-{i}")],
         "sourceTrust": "user_provided",
         "confidence": "high",
@@ -161,7 +178,7 @@ fn recall_body(rng: &mut StdRng) -> Value {
     let query = QUESTIONS[rng.gen_range(0..QUESTIONS.len())].replace("{}", subject);
     if rng.gen_bool(0.5) {
         json!({"query": query, "limit": 10,
-               "scope": {"actorIds": [format!("actor-{}", rng.gen_range(0..ACTORS))]}})
+               "scope": {"actorIds": [actor(rng.gen_range(0..ACTORS))]}})
     } else {
         json!({"query": query, "limit": 10})
     }
@@ -462,13 +479,48 @@ async fn provision_key(client: &reqwest::Client, server: &Server, data: &Path) -
     let resp = client
         .post(format!("{}/v1/admin/keys", server.base))
         .bearer_auth(admin.trim())
-        .json(&json!({"tenantId": TENANT, "roles": ["writer", "reader"]}))
+        .json(&json!({"tenantId": tenant(), "roles": ["writer", "reader"]}))
         .send()
         .await
         .expect("admin keys");
     assert!(resp.status().is_success(), "key: {}", resp.status());
     let v: Value = resp.json().await.expect("key json");
     v["key"].as_str().expect("key").to_string()
+}
+
+/// With partitioned recall configured, waits (up to 300 s) until a tenant-wide recall takes
+/// the partition path, so that the load does not measure the build.
+async fn wait_for_partitions(client: &reqwest::Client, server: &Server, key: &str) {
+    let on = std::env::var("EPISODIC_PARTITIONED_RECALL")
+        .is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    if !on {
+        return;
+    }
+    let started = Instant::now();
+    loop {
+        let resp = client
+            .post(format!("{}/v1/recall", server.base))
+            .bearer_auth(key)
+            .json(&json!({"query": "weekly status update", "limit": 10}))
+            .send()
+            .await
+            .expect("recall");
+        assert!(resp.status().is_success(), "recall: {}", resp.status());
+        let v: Value = resp.json().await.expect("recall json");
+        if v["stats"]["path"] == "partition" {
+            eprintln!(
+                "partitions answer tenant-wide recalls {:.1} s after the key",
+                started.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no partition path within 300 s (last path {})",
+            v["stats"]["path"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn preload(bin: &Path, data: &Path, n: usize) -> (f64, Value) {
@@ -484,7 +536,7 @@ fn preload(bin: &Path, data: &Path, n: usize) -> (f64, Value) {
     let out = base_command(bin, data)
         .arg("import")
         .arg("--tenant")
-        .arg(TENANT)
+        .arg(tenant())
         .arg("--file")
         .arg(&file)
         .stdin(Stdio::null())
@@ -532,14 +584,25 @@ fn main() {
         model_dir().display()
     );
     let tmp = tempfile::tempdir().expect("tmp");
-    let data = tmp.path().join("data");
+    let existing = std::env::var_os("HTTP_LOAD_DATA_DIR").map(PathBuf::from);
+    let data = existing.clone().unwrap_or_else(|| tmp.path().join("data"));
     eprintln!("server {}, data {}", bin.display(), data.display());
 
-    let (import_s, _) = preload(&bin, &data, n);
-    eprintln!(
-        "preloaded {n} events through `import` in {import_s:.1} s ({:.0} events/s, real model)",
-        n as f64 / import_s
-    );
+    let import_s = match existing {
+        Some(_) => {
+            eprintln!("serving the existing directory: nothing preloaded");
+            None
+        }
+        None => {
+            let (import_s, _) = preload(&bin, &data, n);
+            eprintln!(
+                "preloaded {n} events through `import` in {import_s:.1} s ({:.0} events/s, real model)",
+                n as f64 / import_s
+            );
+            Some(import_s)
+        }
+    };
+    let n = if import_s.is_some() { n } else { 0 };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -553,11 +616,17 @@ fn main() {
     let rss_ready = rss_kib(pid);
     let disk = dir_bytes(&data);
     eprintln!(
-        "ready in {ready_s:.2} s with {n} events; server VmRSS {:.1} MiB, data dir {:.1} MiB",
+        "ready in {ready_s:.2} s ({}); server VmRSS {:.1} MiB, data dir {:.1} MiB",
+        if import_s.is_some() {
+            format!("{n} events")
+        } else {
+            "existing directory".into()
+        },
         rss_ready as f64 / 1024.0,
         disk as f64 / 1048576.0
     );
     let key = Arc::new(rt.block_on(provision_key(&probe, &server, &data)));
+    rt.block_on(wait_for_partitions(&probe, &server, &key));
 
     println!(
         "{:<7} {:>5} {:>8} {:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10}",
@@ -607,7 +676,8 @@ fn main() {
     let report = json!({
         "preloadEvents": n,
         "importSeconds": import_s,
-        "importEventsPerSecond": n as f64 / import_s,
+        "importEventsPerSecond": import_s.map(|s| n as f64 / s),
+        "dataDir": if import_s.is_some() { Value::Null } else { json!(data.display().to_string()) },
         "readySeconds": ready_s,
         "rssReadyKiB": rss_ready,
         "rssEndKiB": rss_end,
