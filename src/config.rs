@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// Bonus, relative to a full match, when the query names an event's actor.
     #[arg(long, env = "EPISODIC_ACTOR_BOOST", default_value_t = 0.2)]
     pub actor_boost: f32,
+    /// Bonus, relative to a full match, when an event occurred on a date the query names
+    /// ("in July 2023", "on October 13, 2023", "in 2022").
+    #[arg(long, env = "EPISODIC_DATE_BOOST", default_value_t = 0.2)]
+    pub date_boost: f32,
     /// Events of one source at most this many minutes apart are episode neighbours.
     #[arg(long, env = "EPISODIC_EPISODE_GAP_MINUTES", default_value_t = 30)]
     pub episode_gap_minutes: u32,
@@ -165,6 +169,7 @@ impl ServeArgs {
         for (name, v) in [
             ("--context-weight", self.context_weight),
             ("--actor-boost", self.actor_boost),
+            ("--date-boost", self.date_boost),
         ] {
             anyhow::ensure!(
                 v.is_finite() && (0.0..=10.0).contains(&v),
@@ -173,6 +178,7 @@ impl ServeArgs {
         }
         c.rank.context_weight = self.context_weight;
         c.rank.actor_boost = self.actor_boost;
+        c.rank.date_boost = self.date_boost;
         c.rank.episode_gap_ms = i64::from(self.episode_gap_minutes) * 60_000;
         c.recall.approximate = self.approximate_recall;
         c.recall.exact_max_candidates = self.exact_max_candidates;

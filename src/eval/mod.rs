@@ -294,6 +294,7 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
         short_lexical_share,
         context_weight: 0.0,
         actor_boost: if actor { base.actor_boost } else { 0.0 },
+        date_boost: 0.0,
         ..base.clone()
     };
     let shares = (base.lexical_share, base.short_lexical_share);
@@ -313,6 +314,13 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
         Arm {
             name: "dense+bm25+actor",
             rank: off(shares, true),
+        },
+        Arm {
+            name: "dense+bm25+actor+context",
+            rank: RankConfig {
+                date_boost: 0.0,
+                ..base.clone()
+            },
         },
     ]
 }
@@ -413,6 +421,8 @@ pub struct ConfigReport {
     pub context_weight: f64,
     /// Bonus when the query names the actor.
     pub actor_boost: f64,
+    /// Bonus when the event occurred on a date the query names.
+    pub date_boost: f64,
     /// Episode gap in minutes.
     pub episode_gap_minutes: f64,
     /// Hits requested per recall.
@@ -518,6 +528,7 @@ impl Harness {
             short_lexical_share: round4(r.short_lexical_share),
             context_weight: round4(r.context_weight),
             actor_boost: round4(r.actor_boost),
+            date_boost: round4(r.date_boost),
             episode_gap_minutes: r.episode_gap_ms as f64 / 60_000.0,
             depth: DEPTH,
             ablation_arms: self.arms.iter().map(|a| a.name.to_string()).collect(),

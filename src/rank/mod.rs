@@ -1,15 +1,18 @@
-//! Pure ranking: combines relevance (semantic, lexical, episode context and a named actor),
-//! recency, source trust and confidence into one score with an explanation.
+//! Pure ranking: combines relevance (semantic, lexical, episode context, a named actor and a
+//! named date), recency, source trust and confidence into one score with an explanation.
 //!
-//! Relevance is `w_rel · ((1 − s)·cosine⁺ + s·lexical + c·context + a·actor)` where `s` is
+//! Relevance is `w_rel · ((1 − s)·cosine⁺ + s·lexical + c·context + a·actor + d·date)` where `s` is
 //! the lexical share, `lexical` is the event's BM25 score divided by the best BM25 score among
 //! the scored candidates, `context` is the mean match (`(1 − s)·cosine⁺ + s·lexical`) of the
-//! event's episode neighbours (see `retrieve`), and `actor` is 1 when the query names the
-//! event's actor.
+//! event's episode neighbours (see `retrieve`), `actor` is 1 when the query names the
+//! event's actor and `date` is 1 when the event occurred on a date the query names
+//! ([`dates`]).
 //!
 //! Invariants: no I/O, no clock (the caller passes `now`); every signal lies in [0, 1]
 //! before weighting (cosine is clamped at 0); `score` is exactly the sum of the weighted
 //! components reported in the breakdown, so a hit can always be explained.
+
+pub mod dates;
 
 use serde::Serialize;
 
@@ -53,6 +56,8 @@ pub struct RankConfig {
     pub context_weight: f32,
     /// Bonus (relative to a full match) when the query names the event's actor.
     pub actor_boost: f32,
+    /// Bonus (relative to a full match) when the event occurred on a date the query names.
+    pub date_boost: f32,
     /// Events of one project at most this far apart (by `occurredAt`) are episode neighbours.
     pub episode_gap_ms: i64,
 }
@@ -73,6 +78,7 @@ impl Default for RankConfig {
             short_lexical_share: 0.35,
             context_weight: 0.5,
             actor_boost: 0.2,
+            date_boost: 0.2,
             episode_gap_ms: 30 * 60 * 1000,
         }
     }
@@ -90,6 +96,8 @@ pub struct Breakdown {
     pub context: f32,
     /// Weighted contribution of the query naming the event's actor.
     pub actor: f32,
+    /// Weighted contribution of the query naming the date the event occurred on.
+    pub date: f32,
     /// Weighted recency contribution.
     pub recency: f32,
     /// Weighted trust contribution.
@@ -109,6 +117,7 @@ impl Breakdown {
             + self.lexical
             + self.context
             + self.actor
+            + self.date
             + self.recency
             + self.trust
             + self.confidence
@@ -128,6 +137,8 @@ pub struct Signals {
     pub context: f32,
     /// Whether the query names the event's actor.
     pub actor: bool,
+    /// Whether the event occurred on a date the query names.
+    pub date: bool,
 }
 
 impl Signals {
@@ -200,6 +211,7 @@ impl RankConfig {
             lexical: w.relevance * self.lexical_share * sig.lexical,
             context: w.relevance * self.context_weight * sig.context,
             actor: w.relevance * if sig.actor { self.actor_boost } else { 0.0 },
+            date: w.relevance * if sig.date { self.date_boost } else { 0.0 },
             // Not computed at weight 0 (an exp2 per scored event).
             recency: if w.recency == 0.0 {
                 0.0
@@ -267,9 +279,10 @@ mod tests {
                 lexical: 0.5,
                 context: 0.25,
                 actor: days == 0,
+                date: days == 50,
             };
             let b = cfg.explain(&sig, &p, now);
-            let parts = b.relevance + b.lexical + b.context + b.actor;
+            let parts = b.relevance + b.lexical + b.context + b.actor + b.date;
             let parts = parts + b.recency + b.trust + b.confidence;
             assert!((b.score() - parts).abs() < 1e-6);
             assert!((b.score() - cfg.score(&sig, &p, now)).abs() < 1e-6);

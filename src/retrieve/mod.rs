@@ -47,6 +47,7 @@ use crate::index::vector::{
     block_bounds, code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
 };
 use crate::model::{EventStatus, PrivacyClass, StoredEvent, Timestamp};
+use crate::rank::dates::{named_dates, on_any};
 use crate::rank::{Breakdown, Prior, RankConfig, Signals};
 use crate::telemetry;
 
@@ -989,12 +990,14 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
         .collect();
     let episodes = Episodes::new(ctx.rank, set);
     let actor = named_actors(ctx, set);
+    let date = on_named_dates(ctx, &priors);
     let inputs = Inputs {
         ids: &ids,
         priors: &priors,
         bm25: &bm25,
         lexical: &lexical,
         actor: &actor,
+        date: &date,
         episodes: &episodes,
     };
     let vectors = ctx.shared.vectors.load();
@@ -1040,6 +1043,7 @@ struct Inputs<'a> {
     bm25: &'a [f32],
     lexical: &'a [f32],
     actor: &'a [bool],
+    date: &'a [bool],
     episodes: &'a Episodes,
 }
 
@@ -1059,6 +1063,7 @@ impl Inputs<'_> {
                 0.0
             },
             actor: self.actor[i],
+            date: self.date[i],
         }
     }
 }
@@ -1299,6 +1304,24 @@ fn hnsw_set(
             .map(|i| heads[i])
             .collect(),
     ))
+}
+
+/// Whether each candidate occurred on a date the query names (all false without a date
+/// boost or a named date).
+fn on_named_dates(ctx: &RankCtx<'_>, priors: &[Prior]) -> Vec<bool> {
+    let dates = if ctx.rank.date_boost > 0.0 {
+        named_dates(ctx.text)
+    } else {
+        Vec::new()
+    };
+    if dates.is_empty() {
+        return vec![false; priors.len()];
+    }
+    priors
+        .par_iter()
+        .with_min_len(GATHER_CHUNK)
+        .map(|p| on_any(&dates, p.occurred_ms))
+        .collect()
 }
 
 /// Whether the query names each candidate's actor (all false without an actor boost). Each

@@ -208,11 +208,12 @@ pub fn event(actor: &str, summary: &str, occurred_at: &str) -> Value {
 }
 
 /// The weighted parts of a recall hit's `scoreBreakdown`, which sum to its `score`.
-pub const BREAKDOWN_PARTS: [&str; 7] = [
+pub const BREAKDOWN_PARTS: [&str; 8] = [
     "relevance",
     "lexical",
     "context",
     "actor",
+    "date",
     "recency",
     "trust",
     "confidence",

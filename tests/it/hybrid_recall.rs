@@ -99,6 +99,58 @@ async fn breakdown_shows_lexical_actor_and_context_and_sums_to_score() {
 }
 
 #[tokio::test]
+async fn a_date_the_query_names_lifts_the_event_of_that_date_and_shows_in_the_breakdown() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let summary = "Melanie painted a lake at sunrise with her kids";
+    let dates = [
+        "2023-05-20T10:00:00Z",
+        "2023-07-14T10:00:00Z",
+        "2023-10-02T10:00:00Z",
+    ];
+    for (i, at) in dates.iter().enumerate() {
+        app.write_ok(&key, turn("Melanie", summary, at, &format!("s{i}")))
+            .await;
+    }
+    app.engine.refresh().await.expect("refresh");
+    let ask = |query: &'static str| {
+        let (app, key) = (&app, &key);
+        async move { app.recall(key, json!({"query": query, "limit": 3})).await }
+    };
+    for (query, want) in [
+        (
+            "What did Melanie paint in July 2023?",
+            "2023-07-14T10:00:00Z",
+        ),
+        (
+            "What did Melanie paint on 20 May, 2023?",
+            "2023-05-20T10:00:00Z",
+        ),
+        ("What did Melanie paint in October?", "2023-10-02T10:00:00Z"),
+    ] {
+        let recall = ask(query).await;
+        let results = recall["results"].as_array().expect("results");
+        assert_eq!(results[0]["event"]["occurredAt"], want, "{query}: {recall}");
+        assert!(part(&results[0], "date") > 0.0, "{query}: {recall}");
+        for other in &results[1..] {
+            assert_eq!(part(other, "date"), 0.0, "{query}: {other}");
+        }
+        for h in results {
+            let sum: f64 = BREAKDOWN_PARTS.iter().map(|p| part(h, p)).sum();
+            assert!(
+                (sum - h["score"].as_f64().expect("score")).abs() < 1e-4,
+                "{h}"
+            );
+        }
+    }
+    // No date named: no event gains one.
+    let recall = ask("What did Melanie paint?").await;
+    for h in recall["results"].as_array().expect("results") {
+        assert_eq!(part(h, "date"), 0.0, "{h}");
+    }
+}
+
+#[tokio::test]
 async fn a_deleted_event_lends_its_neighbours_no_relevance() {
     let app = App::new();
     let key = app.key("acme").await;
