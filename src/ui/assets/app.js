@@ -280,7 +280,7 @@
 
   // ---------- recall ----------
 
-  const COMPONENTS = ['relevance', 'lexical', 'context', 'actor', 'recency', 'trust', 'confidence'];
+  const COMPONENTS = ['relevance', 'lexical', 'context', 'actor', 'date', 'recency', 'trust', 'confidence'];
 
   function list(v) {
     const s = v.trim();
@@ -322,6 +322,7 @@
       lexical: 'BM25 ' + fmtScore(b.bm25) + ' for the query words, relative to the best match, weighted',
       context: 'how well the neighbouring events of the same source match, weighted',
       actor: 'the query names the actor ' + (hit.event ? hit.event.actorId : ''),
+      date: 'the query names the date of occurredAt ' + (hit.event ? hit.event.occurredAt : ''),
       recency: 'age of occurredAt ' + (hit.event ? hit.event.occurredAt : ''),
       trust: 'source trust: ' + (hit.event ? hit.event.sourceTrust : ''),
       confidence: 'writer confidence: ' + (hit.event ? hit.event.confidence : ''),
