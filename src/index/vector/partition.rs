@@ -128,8 +128,6 @@ pub struct Partition {
     lists: Vec<List>,
     /// The list of each id below `upto` (`NO_LIST`: none), for scopes read by id.
     list_of: Vec<u16>,
-    /// Members per tenant number.
-    tenant_sizes: Vec<u32>,
     upto: u32,
 }
 
@@ -172,15 +170,9 @@ impl Partition {
         let nearest = assign(&centroids, dim, &docs, &snap);
         let mut pairs: Vec<Vec<(u32, u32)>> = (0..lists).map(|_| Vec::new()).collect();
         let mut list_of = vec![NO_LIST; upto];
-        let mut tenant_sizes = Vec::new();
         for (&doc, &list) in docs.iter().zip(&nearest) {
-            let tenant = tenants[doc as usize];
-            pairs[list as usize].push((tenant, doc));
+            pairs[list as usize].push((tenants[doc as usize], doc));
             list_of[doc as usize] = list as u16;
-            if tenant_sizes.len() <= tenant as usize {
-                tenant_sizes.resize(tenant as usize + 1, 0);
-            }
-            tenant_sizes[tenant as usize] += 1;
         }
         Some(Partition {
             dim,
@@ -190,7 +182,6 @@ impl Partition {
                 .map(|p| List::from_pairs(p, &snap, dim))
                 .collect(),
             list_of,
-            tenant_sizes,
             upto: upto as u32,
         })
     }
@@ -202,13 +193,6 @@ impl Partition {
             .get(doc as usize)
             .filter(|&&l| l != NO_LIST)
             .map(|&l| u32::from(l))
-    }
-
-    /// How many ids of tenant number `tenant` the lists hold.
-    pub fn tenant_size(&self, tenant: u32) -> usize {
-        self.tenant_sizes
-            .get(tenant as usize)
-            .map_or(0, |&n| n as usize)
     }
 
     /// Ids below this were assigned to lists.
@@ -481,10 +465,11 @@ mod tests {
             }
         }
         // Ids 0..2900 by i % 3, less id 17 (tenant 2), which has none.
-        assert_eq!(p.tenant_size(0), 967);
-        assert_eq!(p.tenant_size(1), 967);
-        assert_eq!(p.tenant_size(2), 965);
-        assert_eq!(p.tenant_size(3), 0);
+        let tenant_size = |t: u32| (0..20).map(|l| p.members(l, t).len()).sum::<usize>();
+        assert_eq!(tenant_size(0), 967);
+        assert_eq!(tenant_size(1), 967);
+        assert_eq!(tenant_size(2), 965);
+        assert_eq!(tenant_size(3), 0);
     }
 
     #[test]
