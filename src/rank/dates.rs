@@ -7,7 +7,7 @@
 //! that month of every year); "May" and "March" count as months only when capitalised, so
 //! "what may she..." names no date; an event's date is taken in UTC, like `occurredAt`.
 
-use time::{Month, OffsetDateTime};
+use time::{Date, Month, OffsetDateTime};
 
 /// One date a query names: each part it leaves out matches any value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,10 +23,10 @@ pub struct NamedDate {
 impl NamedDate {
     /// Whether an event that occurred at `occurred_ms` (unix milliseconds) falls on this date.
     pub fn matches(&self, occurred_ms: i64) -> bool {
-        let Ok(at) = OffsetDateTime::from_unix_timestamp_nanos(i128::from(occurred_ms) * 1_000_000)
-        else {
-            return false;
-        };
+        utc_date(occurred_ms).is_some_and(|at| self.covers(at))
+    }
+
+    fn covers(&self, at: Date) -> bool {
         self.year.is_none_or(|y| y == at.year())
             && self.month.is_none_or(|m| m == u8::from(at.month()))
             && self.day.is_none_or(|d| d == at.day())
@@ -87,9 +87,16 @@ pub fn named_dates(query: &str) -> Vec<NamedDate> {
     out
 }
 
-/// Whether `occurred_ms` falls on any of `dates`.
+/// Whether `occurred_ms` falls on any of `dates` (its UTC date taken once).
 pub fn on_any(dates: &[NamedDate], occurred_ms: i64) -> bool {
-    dates.iter().any(|d| d.matches(occurred_ms))
+    !dates.is_empty() && utc_date(occurred_ms).is_some_and(|at| dates.iter().any(|d| d.covers(at)))
+}
+
+/// The UTC calendar date of `occurred_ms` (unix milliseconds); `None` out of range.
+fn utc_date(occurred_ms: i64) -> Option<Date> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(occurred_ms) * 1_000_000)
+        .ok()
+        .map(OffsetDateTime::date)
 }
 
 const MONTHS: [(&str, Month); 12] = [

@@ -640,7 +640,8 @@ const PARTITION_LEXICAL_DEPTH: usize = 4;
 const PARTITION_BY_ID_DIVISOR: usize = 4;
 
 /// The visible in-scope heads among the members of the partition lists nearest `query`
-/// (the nearest `partition_probe_share` of them), among the ids the partition does not
+/// (the nearest `partition_probe_share` of them, fewer past the member budget: see
+/// [`probe_count`]), among the ids the partition does not
 /// cover, and, when `lexical` is given (BM25 has a share of the ranking), among the scope's
 /// [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id order. A scope that is a large
 /// part of its tenant is read from the probed lists' members, more lists while fewer than
