@@ -50,9 +50,12 @@ fn tenant() -> String {
     std::env::var("HTTP_LOAD_TENANT").unwrap_or_else(|_| "load".into())
 }
 
-/// Actor `i`'s id: `HTTP_LOAD_ACTOR_PREFIX` (default `actor-`) then `i`.
+/// Actor `i`'s id: `HTTP_LOAD_ACTOR_PREFIX` (default `actor-`, read once) then `i`.
 fn actor(i: usize) -> String {
-    let prefix = std::env::var("HTTP_LOAD_ACTOR_PREFIX").unwrap_or_else(|_| "actor-".into());
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        std::env::var("HTTP_LOAD_ACTOR_PREFIX").unwrap_or_else(|_| "actor-".into())
+    });
     format!("{prefix}{i}")
 }
 
