@@ -437,6 +437,7 @@ fn engine_config(dir: &Path) -> EngineConfig {
     config.rank.lexical_share = 0.0;
     config.rank.short_lexical_share = 0.0;
     config.rank.context_weight = 0.0;
+    config.rank.episode_weight = 0.0;
     config.rank.actor_boost = 0.0;
     config.stale = SubjectRule::OFF;
     // Path-selection knobs, to compare the default exact path with opt-in approximate HNSW.

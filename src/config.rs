@@ -57,6 +57,9 @@ pub struct ServeArgs {
     /// Weight of the episode neighbours' match (same project and source, adjacent in time).
     #[arg(long, env = "EPISODIC_CONTEXT_WEIGHT", default_value_t = 0.5)]
     pub context_weight: f32,
+    /// Weight of the best match in an event's episode (itself included).
+    #[arg(long, env = "EPISODIC_EPISODE_WEIGHT", default_value_t = 0.5)]
+    pub episode_weight: f32,
     /// Bonus, relative to a full match, when the query names an event's actor.
     #[arg(long, env = "EPISODIC_ACTOR_BOOST", default_value_t = 0.2)]
     pub actor_boost: f32,
@@ -168,6 +171,7 @@ impl ServeArgs {
         c.rank.short_lexical_share = self.short_query_lexical_share;
         for (name, v) in [
             ("--context-weight", self.context_weight),
+            ("--episode-weight", self.episode_weight),
             ("--actor-boost", self.actor_boost),
             ("--date-boost", self.date_boost),
         ] {
@@ -177,6 +181,7 @@ impl ServeArgs {
             );
         }
         c.rank.context_weight = self.context_weight;
+        c.rank.episode_weight = self.episode_weight;
         c.rank.actor_boost = self.actor_boost;
         c.rank.date_boost = self.date_boost;
         c.rank.episode_gap_ms = i64::from(self.episode_gap_minutes) * 60_000;

@@ -582,7 +582,8 @@ impl Engine {
         grant: &TenantGrant,
         req: RecallRequest,
     ) -> Result<RecallResponse, Problem> {
-        let query_vector = self.embed_one(req.query.clone()).await?;
+        let text = self.semantic_query(grant, &req.query, &self.config.rank);
+        let query_vector = self.embed_one(text).await?;
         let shared = Arc::clone(&self.shared);
         let config = Arc::clone(&self.config);
         let grant2 = grant.clone();
@@ -615,6 +616,21 @@ impl Engine {
     ) -> Result<RecallResponse, Problem> {
         // Cosine scoring (and HNSW's 1 - dot distance) assume a unit query, as stored vectors are.
         self.recall_ranked(grant, req, query_vector, &self.config.rank)
+    }
+
+    /// The text a recall's query vector is embedded from: the query less the names of the
+    /// tenant's actors it names, when `rank` has an actor signal (see
+    /// [`crate::retrieve::QueryWords`]). Callers that embed queries themselves for
+    /// [`Engine::recall_with_vector`] embed this text to rank as [`Engine::recall`] does.
+    pub fn semantic_query(
+        &self,
+        grant: &TenantGrant,
+        query: &str,
+        rank: &crate::rank::RankConfig,
+    ) -> String {
+        crate::retrieve::QueryRead::new(&self.shared, grant.tenant(), query, rank)
+            .words
+            .semantic
     }
 
     /// Like [`Engine::recall_with_vector`], ranked with `rank` instead of the configured

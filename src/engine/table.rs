@@ -416,6 +416,8 @@ pub struct Table {
 struct TenantIds {
     number: u32,
     ids: Map<Box<str>, u32>,
+    /// Numbers of the actors of the tenant's events (never forgotten, like the names).
+    actors: std::collections::BTreeSet<u32>,
 }
 
 /// The result of looking an event id up.
@@ -545,6 +547,17 @@ impl Table {
         self.actors.names.get(n as usize).map(|s| &**s)
     }
 
+    /// `(number, name)` of every actor an event of `tenant` ever had, by number.
+    pub fn tenant_actors(&self, tenant: &str) -> Vec<(u32, &str)> {
+        let Some(t) = self.by_id.get(tenant) else {
+            return Vec::new();
+        };
+        t.actors
+            .iter()
+            .filter_map(|&n| Some((n, self.actor_name(n)?)))
+            .collect()
+    }
+
     /// Whether an event the table held could match `filter` by its names: `false` when the
     /// tenant never had an event, or none of the filter's actors, or none of its projects,
     /// was ever seen. Names are numbered once and never forgotten, so `false` proves that no
@@ -611,6 +624,10 @@ impl Table {
     pub fn push(&mut self, mut entry: Entry) {
         let doc = entry.doc;
         entry.tenant = self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
+        let actor = self.actors.number(&entry.event.actor_id);
+        if let Some(t) = self.by_id.get_mut(&*entry.event.tenant_id) {
+            t.actors.insert(actor);
+        }
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
             self.subjects[s as usize].push(doc);
@@ -635,6 +652,7 @@ impl Table {
             None => self.by_id.entry(tenant.into()).or_insert(TenantIds {
                 number: next,
                 ids: Map::default(),
+                actors: Default::default(),
             }),
         };
         t.ids.insert(event_id.into(), doc);

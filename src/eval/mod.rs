@@ -293,6 +293,7 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
         lexical_share,
         short_lexical_share,
         context_weight: 0.0,
+        episode_weight: 0.0,
         actor_boost: if actor { base.actor_boost } else { 0.0 },
         date_boost: 0.0,
         ..base.clone()
@@ -317,6 +318,14 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
         },
         Arm {
             name: "dense+bm25+actor+context",
+            rank: RankConfig {
+                episode_weight: 0.0,
+                date_boost: 0.0,
+                ..base.clone()
+            },
+        },
+        Arm {
+            name: "dense+bm25+actor+context+episode",
             rank: RankConfig {
                 date_boost: 0.0,
                 ..base.clone()
@@ -419,6 +428,8 @@ pub struct ConfigReport {
     pub short_lexical_share: f64,
     /// Weight of the episode neighbours' match.
     pub context_weight: f64,
+    /// Weight of the best match in the event's episode.
+    pub episode_weight: f64,
     /// Bonus when the query names the actor.
     pub actor_boost: f64,
     /// Bonus when the event occurred on a date the query names.
@@ -527,6 +538,7 @@ impl Harness {
             lexical_share: round4(r.lexical_share),
             short_lexical_share: round4(r.short_lexical_share),
             context_weight: round4(r.context_weight),
+            episode_weight: round4(r.episode_weight),
             actor_boost: round4(r.actor_boost),
             date_boost: round4(r.date_boost),
             episode_gap_minutes: r.episode_gap_ms as f64 / 60_000.0,
@@ -616,17 +628,50 @@ impl Harness {
     }
 
     /// Answers every query scoped to its tenant through the engine's recall: the default
-    /// ranking and, with arms, each arm's.
+    /// ranking and, with arms, each arm's. Each ranking's query vector is embedded from the
+    /// text the engine's own recall would embed for it ([`Engine::semantic_query`]); every
+    /// distinct text is embedded once, in one batch.
     pub fn rank_all(&self, queries: &[Query]) -> anyhow::Result<Vec<Ranked>> {
-        let vectors = self.embed(queries.iter().map(|q| q.text.clone()).collect())?;
+        let ranks: Vec<&RankConfig> = std::iter::once(&self.engine.config().rank)
+            .chain(self.arms.iter().map(|a| &a.rank))
+            .collect();
+        let mut texts: Vec<String> = Vec::new();
+        let mut slot: std::collections::HashMap<String, usize> = Default::default();
+        let which: Vec<Vec<usize>> = queries
+            .iter()
+            .map(|q| {
+                let grant = TenantGrant::internal(&q.tenant, EVAL_ACTOR);
+                ranks
+                    .iter()
+                    .map(|rank| {
+                        let text = self.engine.semantic_query(&grant, &q.text, rank);
+                        *slot.entry(text.clone()).or_insert_with(|| {
+                            texts.push(text);
+                            texts.len() - 1
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let vectors = self.embed(texts)?;
         queries
             .iter()
-            .zip(vectors)
-            .map(|(q, v)| self.rank_one(q, &v))
+            .zip(which)
+            .map(|(q, at)| {
+                let mut vs = at.iter().map(|&i| vectors[i].as_slice());
+                let default = vs.next().context("a vector per ranking")?;
+                self.rank_one(q, default, vs.collect())
+            })
             .collect()
     }
 
-    fn rank_one(&self, q: &Query, vector: &[f32]) -> anyhow::Result<Ranked> {
+    /// Ranks `q` by the default ranking with `vector` and by each arm with its own vector.
+    fn rank_one(
+        &self,
+        q: &Query,
+        vector: &[f32],
+        arm_vectors: Vec<&[f32]>,
+    ) -> anyhow::Result<Ranked> {
         let grant = TenantGrant::internal(&q.tenant, EVAL_ACTOR);
         let req = RecallRequest {
             query: q.text.clone(),
@@ -636,7 +681,7 @@ impl Harness {
             include_stale: false,
             as_of: None,
         };
-        let recall = |rank: &RankConfig| -> anyhow::Result<Vec<String>> {
+        let recall = |rank: &RankConfig, vector: &[f32]| -> anyhow::Result<Vec<String>> {
             let resp = self
                 .engine
                 .recall_ranked(&grant, &req, vector, rank)
@@ -644,11 +689,12 @@ impl Harness {
             Ok(resp.results.into_iter().map(|h| h.event.event_id).collect())
         };
         Ok(Ranked {
-            ranking: recall(&self.engine.config().rank)?,
+            ranking: recall(&self.engine.config().rank, vector)?,
             arms: self
                 .arms
                 .iter()
-                .map(|a| recall(&a.rank))
+                .zip(arm_vectors)
+                .map(|(a, v)| recall(&a.rank, v))
                 .collect::<anyhow::Result<_>>()?,
         })
     }
@@ -690,7 +736,7 @@ pub(crate) fn render_arms<'a>(
     all_ks: &[usize],
 ) -> String {
     let mut out = render_table(
-        "default ranking (dense + BM25 + actor names + episode context, with priors)",
+        "default ranking (dense + BM25 + actor names + episode context and best + dates, with priors)",
         &order(ranking),
         ks,
         all_ks,

@@ -1,11 +1,12 @@
 //! Pure ranking: combines relevance (semantic, lexical, episode context, a named actor and a
 //! named date), recency, source trust and confidence into one score with an explanation.
 //!
-//! Relevance is `w_rel · ((1 − s)·cosine⁺ + s·lexical + c·context + a·actor + d·date)` where `s` is
-//! the lexical share, `lexical` is the event's BM25 score divided by the best BM25 score among
-//! the scored candidates, `context` is the mean match (`(1 − s)·cosine⁺ + s·lexical`) of the
-//! event's episode neighbours (see `retrieve`), `actor` is 1 when the query names the
-//! event's actor and `date` is 1 when the event occurred on a date the query names
+//! Relevance is `w_rel · ((1 − s)·cosine⁺ + s·lexical + c·context + e·episode + a·actor +
+//! d·date)` where `s` is the lexical share, `lexical` is the event's BM25 score divided by the
+//! best BM25 score among the scored candidates, `context` is the mean match
+//! (`(1 − s)·cosine⁺ + s·lexical`) of the event's episode neighbours, `episode` the best match
+//! of any event of its episode, itself included (see `retrieve`), `actor` is 1 when the query
+//! names the event's actor and `date` is 1 when the event occurred on a date the query names
 //! ([`dates`]).
 //!
 //! Invariants: no I/O, no clock (the caller passes `now`); every signal lies in [0, 1]
@@ -54,6 +55,10 @@ pub struct RankConfig {
     pub short_lexical_share: f32,
     /// Weight of the episode neighbours' mean match, relative to the event's own.
     pub context_weight: f32,
+    /// Weight of the best match in the event's episode (itself included), relative to the
+    /// event's own: the evidence a question asks for tends to sit in the conversation or
+    /// session that matches it best, next to the turn that matches it best.
+    pub episode_weight: f32,
     /// Bonus (relative to a full match) when the query names the event's actor.
     pub actor_boost: f32,
     /// Bonus (relative to a full match) when the event occurred on a date the query names.
@@ -77,6 +82,7 @@ impl Default for RankConfig {
             lexical_share: 0.2,
             short_lexical_share: 0.35,
             context_weight: 0.5,
+            episode_weight: 0.5,
             actor_boost: 0.2,
             date_boost: 0.2,
             episode_gap_ms: 30 * 60 * 1000,
@@ -94,6 +100,8 @@ pub struct Breakdown {
     pub lexical: f32,
     /// Weighted contribution of the episode neighbours' match.
     pub context: f32,
+    /// Weighted contribution of the best match in the event's episode.
+    pub episode: f32,
     /// Weighted contribution of the query naming the event's actor.
     pub actor: f32,
     /// Weighted contribution of the query naming the date the event occurred on.
@@ -116,6 +124,7 @@ impl Breakdown {
         self.relevance
             + self.lexical
             + self.context
+            + self.episode
             + self.actor
             + self.date
             + self.recency
@@ -135,6 +144,8 @@ pub struct Signals {
     pub lexical: f32,
     /// Mean match of the episode neighbours, in [0, 1] (0 without neighbours).
     pub context: f32,
+    /// Best match of the events of its episode, itself included, in [0, 1].
+    pub episode: f32,
     /// Whether the query names the event's actor.
     pub actor: bool,
     /// Whether the event occurred on a date the query names.
@@ -210,6 +221,7 @@ impl RankConfig {
             relevance: w.relevance * (1.0 - self.lexical_share) * sig.cosine.max(0.0),
             lexical: w.relevance * self.lexical_share * sig.lexical,
             context: w.relevance * self.context_weight * sig.context,
+            episode: w.relevance * self.episode_weight * sig.episode,
             actor: w.relevance * if sig.actor { self.actor_boost } else { 0.0 },
             date: w.relevance * if sig.date { self.date_boost } else { 0.0 },
             // Not computed at weight 0 (an exp2 per scored event).
@@ -278,11 +290,12 @@ mod tests {
                 bm25: 3.0,
                 lexical: 0.5,
                 context: 0.25,
+                episode: 0.6,
                 actor: days == 0,
                 date: days == 50,
             };
             let b = cfg.explain(&sig, &p, now);
-            let parts = b.relevance + b.lexical + b.context + b.actor + b.date;
+            let parts = b.relevance + b.lexical + b.context + b.episode + b.actor + b.date;
             let parts = parts + b.recency + b.trust + b.confidence;
             assert!((b.score() - parts).abs() < 1e-6);
             assert!((b.score() - cfg.score(&sig, &p, now)).abs() < 1e-6);

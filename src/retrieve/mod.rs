@@ -27,6 +27,7 @@
 
 pub mod evidence;
 mod request;
+mod words;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -36,6 +37,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
+pub use words::QueryWords;
 
 use crate::auth::TenantGrant;
 use crate::engine::{
@@ -537,10 +539,11 @@ pub fn recall_ranked(
         now,
     };
     let access = Access::of(shared, grant);
+    let read = QueryRead::new(shared, grant.tenant(), &req.query, rank);
     let bm25 = Bm25 {
         shared,
         filter: &filter,
-        text: &req.query,
+        text: &read.words.lexical,
         hits: OnceLock::new(),
     };
     let in_scope = InScope::new(shared, &filter);
@@ -591,6 +594,7 @@ pub fn recall_ranked(
         rank,
         query,
         text: &req.query,
+        read: &read,
         bm25: &bm25,
         known: &known,
         now_ms: now.unix_millis(),
@@ -894,8 +898,10 @@ struct RankCtx<'a> {
     rank: &'a RankConfig,
     /// The unit query vector.
     query: &'a [f32],
-    /// The query text (actor names).
+    /// The query text (named dates).
     text: &'a str,
+    /// The actors it names.
+    read: &'a QueryRead,
     /// The query's BM25 matches in scope.
     bm25: &'a Bm25<'a>,
     /// Code bounds the candidate path read already.
@@ -1014,11 +1020,12 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
             exact_scores(&vectors, ctx.query, &ids),
         ),
     };
+    let bests = inputs.episode_bests(ctx.rank, &cosines);
     // Small pools stay on this thread: waking the pool costs more than they do.
     let signals: Vec<Signals> = pool
         .par_iter()
         .with_min_len(GATHER_CHUNK)
-        .map(|&i| inputs.signals(ctx.rank, i as usize, &cosines))
+        .map(|&i| inputs.signals(ctx.rank, i as usize, &cosines, &bests))
         .collect();
     let totals: Vec<f32> = pool
         .par_iter()
@@ -1049,9 +1056,20 @@ struct Inputs<'a> {
 }
 
 impl Inputs<'_> {
-    /// The signals of candidate `i`, given the cosines of it and its episode neighbours
-    /// (cosine and context 0 when `cosines` is empty).
-    fn signals(&self, rank: &RankConfig, i: usize, cosines: &[f32]) -> Signals {
+    /// The best match of each episode ([`Episodes::bests`]) given `cosines` (none when the
+    /// episode signal is off or `cosines` is empty).
+    fn episode_bests(&self, rank: &RankConfig, cosines: &[f32]) -> Vec<f32> {
+        if rank.episode_weight <= 0.0 || cosines.is_empty() {
+            return Vec::new();
+        }
+        self.episodes
+            .bests(|j| rank.matched(cosines[j], self.lexical[j]))
+    }
+
+    /// The signals of candidate `i`, given the cosines of it and of the events of its
+    /// episode and the episodes' bests from them (cosine, context and episode 0 when
+    /// `cosines` is empty).
+    fn signals(&self, rank: &RankConfig, i: usize, cosines: &[f32], bests: &[f32]) -> Signals {
         let matched = |j: usize| rank.matched(cosines[j], self.lexical[j]);
         let known = !cosines.is_empty();
         Signals {
@@ -1063,6 +1081,7 @@ impl Inputs<'_> {
             } else {
                 0.0
             },
+            episode: self.episodes.best_of(i, bests),
             actor: self.actor[i],
             date: self.date[i],
         }
@@ -1079,7 +1098,8 @@ fn bounded_code(ctx: &RankCtx<'_>, vectors: &VectorStore, n: usize) -> Option<Qu
     let w = ctx.rank.weights;
     let monotone = w.relevance >= 0.0
         && (0.0..=1.0).contains(&ctx.rank.lexical_share)
-        && ctx.rank.context_weight >= 0.0;
+        && ctx.rank.context_weight >= 0.0
+        && ctx.rank.episode_weight >= 0.0;
     // Bounds a probe read in memory order cost far less than those gathered by id.
     let min = if ctx.known.len() * 2 >= n {
         ctx.code_min_candidates / 8
@@ -1092,32 +1112,44 @@ fn bounded_code(ctx: &RankCtx<'_>, vectors: &VectorStore, n: usize) -> Option<Qu
 
 /// Positions of the candidates whose score could reach the k-th best lower bound.
 ///
-/// Every score is bounded from the cosine interval of the event and of its episode
-/// neighbours (the score is non-decreasing in each). Let `T` be the k-th largest lower bound:
+/// Every score is bounded from the cosine intervals of the event, of its episode neighbours
+/// and of the rest of its episode (the score is non-decreasing in each). Let `T` be the k-th largest lower bound:
 /// the k candidates achieving it all score at least `T`, so a candidate whose upper bound is
 /// below `T` cannot be in the top k, ties included.
 fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: usize) -> Vec<u32> {
     let rank = ctx.rank;
     let n = bounds.len();
-    // The score is `base + α·cosine⁺ + β·context`, where `base` holds everything that does
-    // not depend on a cosine (lexical, actor, recency, trust, confidence).
+    // The score is `base + α·cosine⁺ + β·context + γ·episode`, where `base` holds everything
+    // that does not depend on a cosine (lexical, actor, date, recency, trust, confidence).
     let w = rank.weights.relevance;
     let (alpha, beta) = (w * (1.0 - rank.lexical_share), w * rank.context_weight);
+    let gamma = w * rank.episode_weight;
     let matched_low = |j: usize| rank.matched(bounds[j].0, inputs.lexical[j]);
     let matched_high = |j: usize| rank.matched(bounds[j].1, inputs.lexical[j]);
+    let (best_low, best_high) = if gamma > 0.0 {
+        let e = inputs.episodes;
+        (e.bests(matched_low), e.bests(matched_high))
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let (low_total, high_total): (Vec<f32>, Vec<f32>) = (0..n)
         .into_par_iter()
         .with_min_len(GATHER_CHUNK)
         .map(|i| {
-            let flat = inputs.signals(rank, i, &[]);
+            let flat = inputs.signals(rank, i, &[], &[]);
             let base = rank.score(&flat, &inputs.priors[i], ctx.now_ms);
             let (lo, hi) = bounds[i];
-            let low =
-                base + alpha * lo.max(0.0) + beta * inputs.episodes.context_of(i, matched_low);
-            let high =
-                base + alpha * hi.max(0.0) + beta * inputs.episodes.context_of(i, matched_high);
+            let e = inputs.episodes;
+            let low = base
+                + alpha * lo.max(0.0)
+                + beta * e.context_of(i, matched_low)
+                + gamma * e.best_of(i, &best_low);
+            let high = base
+                + alpha * hi.max(0.0)
+                + beta * e.context_of(i, matched_high)
+                + gamma * e.best_of(i, &best_high);
             // Rounding: these sums are not computed in the order `RankConfig::score` uses.
-            let slack = 1e-5 * (1.0 + base.abs() + alpha + beta);
+            let slack = 1e-5 * (1.0 + base.abs() + alpha + beta + gamma);
             (low - slack, high + slack)
         })
         .unzip();
@@ -1134,8 +1166,8 @@ fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: u
         .collect()
 }
 
-/// Cosines from the full vectors for `pool` and its episode neighbours (NaN elsewhere: no
-/// other position is read).
+/// Cosines from the full vectors for `pool`, its episode neighbours and, with the episode
+/// signal on, the rest of their episodes (NaN elsewhere: no other position is read).
 fn rescore(
     ctx: &RankCtx<'_>,
     vectors: &VectorStore,
@@ -1146,7 +1178,14 @@ fn rescore(
         .iter()
         .flat_map(|&i| {
             let near = inputs.episodes.neighbours(i as usize);
-            std::iter::once(i).chain(near.into_iter().flatten().map(|j| j as u32))
+            let whole = if ctx.rank.episode_weight > 0.0 {
+                inputs.episodes.members_of(i as usize)
+            } else {
+                &[]
+            };
+            std::iter::once(i)
+                .chain(near.into_iter().flatten().map(|j| j as u32))
+                .chain(whole.iter().copied())
         })
         .collect();
     needed.sort_unstable();
@@ -1176,21 +1215,34 @@ fn lexical_scores(ctx: &RankCtx<'_>, set: &[Head]) -> Result<Vec<f32>, Problem> 
     Ok(out)
 }
 
-/// Each event's episode neighbours within the scored set: the events just before and after
-/// it (by `occurredAt`, then id) with the same project and the same source (first
-/// `sourceRefs` entry: the conversation, session or document it came from, compared by its
-/// 64-bit hash, [`Head::source`]), no more than
-/// `episode_gap_ms` away. Only events of the set count, so nothing out of scope or invisible
-/// (deleted, expired, pending review) lends an event relevance.
+/// Each event's episode within the scored set: the events chained to it by neighbours just
+/// before and after (by `occurredAt`, then id) with the same project and the same source
+/// (first `sourceRefs` entry: the conversation, session or document it came from, compared by
+/// its 64-bit hash, [`Head::source`]), no more than `episode_gap_ms` apart. An event without
+/// a source is an episode of its own. Only events of the set count, so nothing out of scope
+/// or invisible (deleted, expired, pending review) lends an event relevance.
 struct Episodes {
-    /// `[before, after]` position per event, [`NONE`] when absent; empty when context is off.
+    /// `[before, after]` position per event, [`NONE`] when absent; empty when both the
+    /// context and the episode signal are off.
     near: Vec<[u32; 2]>,
+    /// Episode number per position (numbered in `occurredAt` order; empty like `near`).
+    episode: Vec<u32>,
+    /// Positions of each episode's events: those of episode `e` are
+    /// `members[start[e]..start[e + 1]]`.
+    members: Vec<u32>,
+    start: Vec<u32>,
 }
 
 impl Episodes {
     fn new(rank: &RankConfig, set: &[Head]) -> Self {
-        if rank.context_weight <= 0.0 || set.len() < 2 {
-            return Episodes { near: Vec::new() };
+        let off = Episodes {
+            near: Vec::new(),
+            episode: Vec::new(),
+            members: Vec::new(),
+            start: vec![0],
+        };
+        if (rank.context_weight <= 0.0 && rank.episode_weight <= 0.0) || set.is_empty() {
+            return off;
         }
         let key = |i: usize| {
             let h = &set[i];
@@ -1203,12 +1255,61 @@ impl Episodes {
             pa == pb && sa != NO_SOURCE && sa == sb && (ta - tb).abs() <= rank.episode_gap_ms
         };
         let mut near = vec![[NONE; 2]; set.len()];
+        let mut episode = vec![0u32; set.len()];
+        let mut start = Vec::new();
         for (p, &i) in order.iter().enumerate() {
             let before = p.checked_sub(1).map(|q| order[q]).filter(|&j| close(i, j));
             let after = order.get(p + 1).copied().filter(|&j| close(i, j));
             near[i] = [before, after].map(|j| j.map_or(NONE, |j| j as u32));
+            if before.is_none() {
+                start.push(p as u32);
+            }
+            episode[i] = start.len() as u32 - 1;
         }
-        Episodes { near }
+        start.push(set.len() as u32);
+        Episodes {
+            near,
+            episode,
+            members: order.into_iter().map(|i| i as u32).collect(),
+            start,
+        }
+    }
+
+    /// The positions of the events of `i`'s episode (`i` alone when episodes are off).
+    fn members_of(&self, i: usize) -> &[u32] {
+        match self.episode.get(i) {
+            Some(&e) => {
+                let e = e as usize;
+                &self.members[self.start[e] as usize..self.start[e + 1] as usize]
+            }
+            None => &[],
+        }
+    }
+
+    /// The best `matched` of each episode, by episode number (empty when episodes are off).
+    /// Each episode is read whole: `matched` must be known for every member of the episodes
+    /// whose best is read.
+    fn bests(&self, matched: impl Fn(usize) -> f32 + Sync) -> Vec<f32> {
+        (0..self.start.len() - 1)
+            .into_par_iter()
+            .with_min_len(GATHER_CHUNK)
+            .map(|e| {
+                let span = self.start[e] as usize..self.start[e + 1] as usize;
+                self.members[span]
+                    .iter()
+                    .map(|&j| matched(j as usize))
+                    .fold(0.0f32, f32::max)
+            })
+            .collect()
+    }
+
+    /// The best of `i`'s episode in `bests` (from [`Episodes::bests`]), 0 when off.
+    fn best_of(&self, i: usize, bests: &[f32]) -> f32 {
+        self.episode
+            .get(i)
+            .and_then(|&e| bests.get(e as usize))
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// The neighbours of position `i` (before, after).
@@ -1232,40 +1333,6 @@ impl Episodes {
             0.0
         }
     }
-}
-
-/// The words of a query, lower-cased, for recognising actors it names.
-struct ActorNames {
-    words: Vec<String>,
-}
-
-impl ActorNames {
-    fn new(query: &str) -> Self {
-        let mut words: Vec<String> = words(query).map(str::to_lowercase).collect();
-        words.sort_unstable();
-        words.dedup();
-        ActorNames { words }
-    }
-
-    /// Whether every word of `actor_id` occurs in the query (case-insensitive). Allocation
-    /// free: it runs once per candidate.
-    fn names(&self, actor_id: &str) -> bool {
-        let mut any = false;
-        for w in words(actor_id) {
-            let lower = || w.chars().flat_map(char::to_lowercase);
-            if !self.words.iter().any(|q| q.chars().eq(lower())) {
-                return false;
-            }
-            any = true;
-        }
-        any
-    }
-}
-
-/// Alphanumeric words.
-fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
 }
 
 /// Filtered HNSW's nearest candidates plus the scope's best BM25 matches, or `None` when HNSW
@@ -1325,25 +1392,46 @@ fn on_named_dates(ctx: &RankCtx<'_>, priors: &[Prior]) -> Vec<bool> {
         .collect()
 }
 
-/// Whether the query names each candidate's actor (all false without an actor boost). Each
-/// distinct actor is looked up once.
+/// Whether the query names each candidate's actor ([`QueryRead::named`]).
 fn named_actors(ctx: &RankCtx<'_>, set: &[Head]) -> Vec<bool> {
-    if ctx.rank.actor_boost <= 0.0 {
-        return vec![false; set.len()];
-    }
-    let names = ActorNames::new(ctx.text);
-    let mut actors: Vec<u32> = set.iter().map(|h| h.actor).collect();
-    actors.sort_unstable();
-    actors.dedup();
-    let table = ctx.shared.table.read();
-    let named: Vec<u32> = actors
-        .into_iter()
-        .filter(|a| table.actor_name(*a).is_some_and(|n| names.names(n)))
-        .collect();
-    drop(table);
     set.iter()
-        .map(|h| named.binary_search(&h.actor).is_ok())
+        .map(|h| ctx.read.named.binary_search(&h.actor).is_ok())
         .collect()
+}
+
+/// What a recall reads from its query text once: the tenant's actors it names and the texts
+/// BM25 and the embedder take ([`QueryWords`]).
+#[derive(Debug, Clone)]
+pub struct QueryRead {
+    /// Numbers of the tenant's actors the query names, sorted (none without an actor
+    /// boost).
+    pub named: Vec<u32>,
+    /// The lexical and semantic texts.
+    pub words: QueryWords,
+}
+
+impl QueryRead {
+    /// Reads `query` for a recall in `tenant` under `rank`. Names count only with an actor
+    /// boost: without the actor signal a name stays an ordinary word of the query.
+    pub fn new(shared: &Shared, tenant: &str, query: &str, rank: &RankConfig) -> Self {
+        let mut named = Vec::new();
+        let mut ids = Vec::new();
+        if rank.actor_boost > 0.0 {
+            let names = words::ActorNames::new(query);
+            let table = shared.table.read();
+            for (n, id) in table.tenant_actors(tenant) {
+                if names.names(id) {
+                    named.push(n);
+                    ids.push(id.to_string());
+                }
+            }
+        }
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        QueryRead {
+            named,
+            words: QueryWords::new(query, &ids),
+        }
+    }
 }
 
 /// The hits: each ranked event read from the table, checked once more against the grant and
@@ -1432,7 +1520,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
-    use super::{probe_count, ActorNames, Partition, RecallConfig, VectorStore};
+    use super::{probe_count, Partition, RecallConfig, VectorStore};
 
     #[test]
     fn a_probe_takes_no_list_past_its_member_budget_and_always_one() {
@@ -1478,16 +1566,5 @@ mod tests {
             (10, of_small),
             "a tenant below the budget reads its share"
         );
-    }
-
-    #[test]
-    fn an_actor_is_named_when_all_its_words_occur_in_the_query() {
-        let q = ActorNames::new("What did Caroline tell user 42 about the trip?");
-        assert!(q.names("Caroline"));
-        assert!(q.names("caroline"));
-        assert!(q.names("user-42"));
-        assert!(!q.names("user-7"));
-        assert!(!q.names("Melanie"));
-        assert!(!q.names("--"), "an id without words names nobody");
     }
 }

@@ -208,10 +208,11 @@ pub fn event(actor: &str, summary: &str, occurred_at: &str) -> Value {
 }
 
 /// The weighted parts of a recall hit's `scoreBreakdown`, which sum to its `score`.
-pub const BREAKDOWN_PARTS: [&str; 8] = [
+pub const BREAKDOWN_PARTS: [&str; 9] = [
     "relevance",
     "lexical",
     "context",
+    "episode",
     "actor",
     "date",
     "recency",

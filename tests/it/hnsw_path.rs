@@ -22,6 +22,7 @@ async fn engine(dir: &std::path::Path, approximate: bool) -> Engine {
     // Cosine alone (priors are equal here), so brute force over the vectors is the truth.
     c.rank.lexical_share = 0.0;
     c.rank.context_weight = 0.0;
+    c.rank.episode_weight = 0.0;
     c.rank.actor_boost = 0.0;
     c.recall.approximate = approximate;
     c.recall.exact_max_candidates = 10;

@@ -180,6 +180,11 @@ async fn a_deleted_event_lends_its_neighbours_no_relevance() {
     let before = app.recall(&key, query.clone()).await;
     let reply = hit(&before, "Oh no, that is annoying");
     assert!(part(reply, "context") > 0.0, "{reply}");
+    let own = part(reply, "relevance") + part(reply, "lexical");
+    assert!(
+        part(reply, "episode") > own,
+        "the episode's best match is the router turn's: {reply}"
+    );
 
     let (status, _) = app
         .call(
@@ -194,4 +199,137 @@ async fn a_deleted_event_lends_its_neighbours_no_relevance() {
     let reply = hit(&after, "Oh no, that is annoying");
     assert_eq!(part(reply, "context"), 0.0, "{reply}");
     assert_eq!(part(reply, "lexical"), 0.0, "{reply}");
+    // Alone in its episode now, its best is its own match (episode weight 0.5).
+    let own = part(reply, "relevance") + part(reply, "lexical");
+    assert!((part(reply, "episode") - 0.5 * own).abs() < 1e-5, "{reply}");
+}
+
+#[tokio::test]
+async fn every_turn_of_the_best_matching_session_shares_its_episode_part() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let rows = [
+        (
+            "Caroline",
+            "I adopted a rescue greyhound named Biscuit",
+            "2026-05-08T13:56:00Z",
+            "s1",
+        ),
+        (
+            "Melanie",
+            "Congratulations, that is wonderful news!",
+            "2026-05-08T13:56:01Z",
+            "s1",
+        ),
+        (
+            "Caroline",
+            "We walk along the river every morning now",
+            "2026-05-08T13:56:02Z",
+            "s1",
+        ),
+        (
+            "Melanie",
+            "My car broke down on the highway",
+            "2026-06-01T10:00:00Z",
+            "s2",
+        ),
+        (
+            "Caroline",
+            "Sorry to hear that, I hope it is fixed soon",
+            "2026-06-01T10:00:01Z",
+            "s2",
+        ),
+    ];
+    for (actor, summary, at, session) in rows {
+        app.write_ok(&key, turn(actor, summary, at, session)).await;
+    }
+    app.engine.refresh().await.expect("refresh");
+    let recall = app
+        .recall(
+            &key,
+            json!({"query": "Which dog did Caroline adopt?", "limit": 5}),
+        )
+        .await;
+    assert_eq!(
+        recall["results"][0]["event"]["summary"],
+        "I adopted a rescue greyhound named Biscuit"
+    );
+    let best = hit(&recall, "I adopted a rescue greyhound named Biscuit");
+    let walk = hit(&recall, "We walk along the river every morning now");
+    let other = hit(&recall, "Sorry to hear that, I hope it is fixed soon");
+    let own = part(best, "relevance") + part(best, "lexical");
+    assert!(
+        (part(best, "episode") - 0.5 * own).abs() < 1e-5,
+        "the best turn's episode part is its own match: {best}"
+    );
+    assert!(
+        (part(walk, "episode") - part(best, "episode")).abs() < 1e-6,
+        "a turn two away shares the episode's best: {walk}"
+    );
+    assert!(
+        part(walk, "episode") > part(other, "episode"),
+        "a turn of the other session does not: {other}"
+    );
+}
+
+#[tokio::test]
+async fn a_name_the_query_gives_selects_the_actor_not_the_events_that_mention_it() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let rows = [
+        (
+            "Caroline",
+            "I painted a sunset over the lake",
+            "2026-05-08T13:56:00Z",
+            "s1",
+        ),
+        (
+            "Melanie",
+            "Hey Caroline! Caroline, how are you?",
+            "2026-06-01T10:00:00Z",
+            "s2",
+        ),
+        (
+            "Melanie",
+            "I baked bread with the kids",
+            "2026-06-01T10:00:01Z",
+            "s2",
+        ),
+    ];
+    for (actor, summary, at, session) in rows {
+        app.write_ok(&key, turn(actor, summary, at, session)).await;
+    }
+    // Another tenant where nobody is called Caroline: there the name stays a word.
+    let other_key = app.key("globex").await;
+    for (actor, summary, at, session) in rows.iter().skip(1) {
+        app.write_ok(&other_key, turn(actor, summary, at, session))
+            .await;
+    }
+    app.engine.refresh().await.expect("refresh");
+    let query = json!({"query": "What did Caroline paint?", "limit": 3});
+    let recall = app.recall(&key, query.clone()).await;
+    assert_eq!(
+        recall["results"][0]["event"]["summary"], "I painted a sunset over the lake",
+        "{recall}"
+    );
+    let greeting = hit(&recall, "Hey Caroline! Caroline, how are you?");
+    assert_eq!(
+        part(greeting, "bm25"),
+        0.0,
+        "the name is not searched: {greeting}"
+    );
+    let grant = |tenant: &str| episodic::auth::TenantGrant::internal(tenant, "test");
+    let rank = &app.engine.config().rank;
+    let text = app
+        .engine
+        .semantic_query(&grant("acme"), "What did Caroline's sister paint?", rank);
+    assert_eq!(text, "What did sister paint?", "nor embedded");
+
+    let recall = app.recall(&other_key, query).await;
+    let greeting = hit(&recall, "Hey Caroline! Caroline, how are you?");
+    assert!(part(greeting, "bm25") > 0.0, "{greeting}");
+    let text = app
+        .engine
+        .semantic_query(&grant("globex"), "What did Caroline paint?", rank);
+    assert_eq!(text, "What did Caroline paint?");
 }

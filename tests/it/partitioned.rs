@@ -65,6 +65,7 @@ fn engine_with(
         c.rank.short_lexical_share = 0.0;
     }
     c.rank.context_weight = 0.0;
+    c.rank.episode_weight = 0.0;
     c.rank.actor_boost = 0.0;
     c.recall.partitioned = true;
     c.recall.partition_probe_share = probe_share;

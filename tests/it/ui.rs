@@ -663,7 +663,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
             .chain([f(&a["score"])])
             .collect();
         assert_eq!(p["parts"], json!(expected));
-        assert_eq!(p["segs"], 8);
+        assert_eq!(p["segs"], BREAKDOWN_PARTS.len());
         let why = p["why"].as_str().expect("why");
         assert!(
             why.contains(&format!("cosine similarity {}", f(&b["cosine"]))),

@@ -280,7 +280,7 @@
 
   // ---------- recall ----------
 
-  const COMPONENTS = ['relevance', 'lexical', 'context', 'actor', 'date', 'recency', 'trust', 'confidence'];
+  const COMPONENTS = ['relevance', 'lexical', 'context', 'episode', 'actor', 'date', 'recency', 'trust', 'confidence'];
 
   function list(v) {
     const s = v.trim();
@@ -321,6 +321,7 @@
       relevance: 'cosine similarity ' + fmtScore(b.cosine) + ' to the query, weighted',
       lexical: 'BM25 ' + fmtScore(b.bm25) + ' for the query words, relative to the best match, weighted',
       context: 'how well the neighbouring events of the same source match, weighted',
+      episode: 'how well the best-matching event of its episode (same source, close in time; itself included) matches, weighted',
       actor: 'the query names the actor ' + (hit.event ? hit.event.actorId : ''),
       date: 'the query names the date of occurredAt ' + (hit.event ? hit.event.occurredAt : ''),
       recency: 'age of occurredAt ' + (hit.event ? hit.event.occurredAt : ''),
