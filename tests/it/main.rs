@@ -7,6 +7,7 @@ mod corruption;
 mod crash;
 mod disk_full;
 mod eval_locomo;
+mod eval_madial;
 mod eval_scenarios;
 mod fuzz_inputs;
 mod hnsw_path;
