@@ -981,8 +981,9 @@ fn bounds_of(
 
 /// Scores `set` (cosine via the vector store, BM25 via the scope index, actor names, episode
 /// context, priors) in parallel and returns its top k. Large sets are first bounded from the
-/// 8-bit codes ([`code_bounds`]); only the candidates that could still rank (and their
-/// episode neighbours) are then scored from their full vectors. Either way the result is
+/// 8-bit codes ([`code_bounds`]); only the candidates that could still rank (with their
+/// episode neighbours and their episodes' [`episode_contenders`]) are then scored from their
+/// full vectors. Either way the result is
 /// the exact top k: the same scores, computed by the same code, in the same order.
 fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Problem> {
     if set.is_empty() {
@@ -1012,7 +1013,7 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
         Some(code) => {
             let bounds = bounds_of(&vectors, &code, &ids, ctx.known);
             let pool = survivors(ctx, &inputs, &bounds, k);
-            let cosines = rescore(ctx, &vectors, &inputs, &pool);
+            let cosines = rescore(ctx, &vectors, &inputs, &bounds, &pool);
             (pool, cosines)
         }
         None => (
@@ -1167,27 +1168,25 @@ fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: u
 }
 
 /// Cosines from the full vectors for `pool`, its episode neighbours and, with the episode
-/// signal on, the rest of their episodes (NaN elsewhere: no other position is read).
+/// signal on, the members of their episodes that could hold its best match
+/// ([`episode_contenders`]); NaN elsewhere: no other position is read.
 fn rescore(
     ctx: &RankCtx<'_>,
     vectors: &VectorStore,
     inputs: &Inputs<'_>,
+    bounds: &[(f32, f32)],
     pool: &[u32],
 ) -> Vec<f32> {
     let mut needed: Vec<u32> = pool
         .iter()
         .flat_map(|&i| {
             let near = inputs.episodes.neighbours(i as usize);
-            let whole = if ctx.rank.episode_weight > 0.0 {
-                inputs.episodes.members_of(i as usize)
-            } else {
-                &[]
-            };
-            std::iter::once(i)
-                .chain(near.into_iter().flatten().map(|j| j as u32))
-                .chain(whole.iter().copied())
+            std::iter::once(i).chain(near.into_iter().flatten().map(|j| j as u32))
         })
         .collect();
+    if ctx.rank.episode_weight > 0.0 {
+        needed.extend(episode_contenders(ctx.rank, inputs, bounds, pool));
+    }
     needed.sort_unstable();
     needed.dedup();
     let docs: Vec<u32> = needed.iter().map(|&i| inputs.ids[i as usize]).collect();
@@ -1197,6 +1196,37 @@ fn rescore(
         cosines[i as usize] = score;
     }
     cosines
+}
+
+/// The members of `pool`'s episodes whose match could be their episode's best: those whose
+/// upper match reaches the episode's best lower match. Any other member's match is below
+/// that, and the member holding it is a contender whose exact match is at least that, so
+/// the best over the contenders alone is the episode's exact best (a member left unscored
+/// counts its lexical part alone, lower still). Each episode is read once however many of
+/// its events survived, so a long episode costs its length, not its length times theirs.
+fn episode_contenders(
+    rank: &RankConfig,
+    inputs: &Inputs<'_>,
+    bounds: &[(f32, f32)],
+    pool: &[u32],
+) -> Vec<u32> {
+    let e = inputs.episodes;
+    let mut episodes: Vec<usize> = pool
+        .iter()
+        .filter_map(|&i| e.episode_of(i as usize))
+        .collect();
+    episodes.sort_unstable();
+    episodes.dedup();
+    let low = |j: u32| rank.matched(bounds[j as usize].0, inputs.lexical[j as usize]);
+    let high = |j: u32| rank.matched(bounds[j as usize].1, inputs.lexical[j as usize]);
+    episodes
+        .par_iter()
+        .flat_map_iter(|&ep| {
+            let members = e.members_in(ep);
+            let floor = members.iter().map(|&j| low(j)).fold(0.0f32, f32::max);
+            members.iter().copied().filter(move |&j| high(j) >= floor)
+        })
+        .collect()
 }
 
 /// BM25 of each event of `set` for the query text, restricted to the scope (0 for events not
@@ -1275,20 +1305,20 @@ impl Episodes {
         }
     }
 
-    /// The positions of the events of `i`'s episode (`i` alone when episodes are off).
-    fn members_of(&self, i: usize) -> &[u32] {
-        match self.episode.get(i) {
-            Some(&e) => {
-                let e = e as usize;
-                &self.members[self.start[e] as usize..self.start[e + 1] as usize]
-            }
-            None => &[],
-        }
+    /// The episode number of position `i` (none when episodes are off).
+    fn episode_of(&self, i: usize) -> Option<usize> {
+        self.episode.get(i).map(|&e| e as usize)
+    }
+
+    /// The positions of the events of episode `e`.
+    fn members_in(&self, e: usize) -> &[u32] {
+        &self.members[self.start[e] as usize..self.start[e + 1] as usize]
     }
 
     /// The best `matched` of each episode, by episode number (empty when episodes are off).
-    /// Each episode is read whole: `matched` must be known for every member of the episodes
-    /// whose best is read.
+    /// Each episode is read whole: for an episode whose best is used, `matched` must be exact
+    /// for every member that could hold the best and no more than exact for the others
+    /// ([`episode_contenders`]).
     fn bests(&self, matched: impl Fn(usize) -> f32 + Sync) -> Vec<f32> {
         (0..self.start.len() - 1)
             .into_par_iter()

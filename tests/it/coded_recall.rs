@@ -1,7 +1,8 @@
 //! Bounding broad scopes from the 8-bit codes changes nothing in the answer: with the full
-//! ranking (BM25, episode context, a named actor, trust and confidence), recall returns the
-//! same events, in the same order, with bit-identical scores, whether every candidate is
-//! scored from its full vector or only those the code bounds cannot rule out.
+//! ranking (BM25, episode context and best, a named actor, trust and confidence), recall
+//! returns the same events, in the same order, with bit-identical scores, whether every
+//! candidate is scored from its full vector or only those the code bounds cannot rule out,
+//! over short episodes and one of 1,200 events.
 
 use std::sync::Arc;
 
@@ -52,19 +53,49 @@ fn vector(rng: &mut StdRng, centers: &[Vec<f32>], written: &[Vec<f32>]) -> Vec<f
     unit(c.iter().map(|x| x + rng.gen_range(-0.3..0.3)).collect())
 }
 
-fn body(rng: &mut StdRng, i: usize) -> serde_json::Value {
+/// The first events form one long episode (one source, a minute apart), the rest sessions
+/// of seven.
+const LONG_EPISODE: usize = 1_200;
+
+/// When, in which project and from which source event `i` happened.
+fn placement(i: usize) -> (String, String, String) {
+    if i < LONG_EPISODE {
+        let at = format!(
+            "2025-12-{:02}T{:02}:{:02}:00Z",
+            1 + i / 1440,
+            i / 60 % 24,
+            i % 60
+        );
+        return (at, "p0".into(), "marathon".into());
+    }
     let session = i / 7;
     let minute = (i % 7) * 3 + (session % 3) * 45;
+    let at = format!(
+        "2026-0{}-{:02}T{:02}:{:02}:00Z",
+        1 + session % 9,
+        1 + session % 28,
+        8 + minute / 60,
+        minute % 60
+    );
+    (
+        at,
+        format!("p{}", session % 3),
+        format!("session-{session}"),
+    )
+}
+
+fn body(rng: &mut StdRng, i: usize) -> serde_json::Value {
+    let (occurred_at, project, source) = placement(i);
     let event_type = ["user_preference_stated", "task_milestone", "human_approval"][i % 3];
     let actor = ["Caroline", "Melanie", "agent-7", "user-42"][rng.gen_range(0..4)];
     json!({
         "eventType": event_type,
-        "occurredAt": format!("2026-0{}-{:02}T{:02}:{:02}:00Z", 1 + session % 9, 1 + session % 28, 8 + minute / 60, minute % 60),
+        "occurredAt": occurred_at,
         "actorId": actor,
-        "projectId": format!("p{}", session % 3),
+        "projectId": project,
         "resourceRefs": [format!("r{i}")],
         "summary": format!("{} and {} note {i}", WORDS[rng.gen_range(0..WORDS.len())], WORDS[rng.gen_range(0..WORDS.len())]),
-        "sourceRefs": [format!("session-{session}")],
+        "sourceRefs": [source],
         "sourceTrust": TRUST[rng.gen_range(0..TRUST.len())],
         "confidence": CONFIDENCE[rng.gen_range(0..CONFIDENCE.len())],
         "privacyClass": "internal",
