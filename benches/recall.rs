@@ -1,13 +1,16 @@
 //! Recall end to end in process (scope filter → exact or HNSW scoring → ranking → evidence)
-//! on seeded synthetic corpora with clustered vectors, at 10k and 100k events.
+//! on seeded synthetic corpora with clustered vectors, at 10k and 100k events, and on one
+//! tenant whose 20k events are a single episode (one source, a minute apart).
 //!
-//! Run: `cargo bench --bench recall` (sizes via `EPISODIC_BENCH_SIZES=10000,100000`).
+//! Run: `cargo bench --bench recall` (sizes via `EPISODIC_BENCH_SIZES=10000,100000` and
+//! `EPISODIC_BENCH_EPISODE_SIZES=20000`).
 //! The query vector is precomputed, so this measures the engine, not the embedder.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -92,7 +95,35 @@ fn event_body(i: usize, rng: &mut StdRng) -> serde_json::Value {
     })
 }
 
-fn build(rt: &tokio::runtime::Runtime, n: usize, corpus: &Corpus, dir: &std::path::Path) -> Engine {
+/// Event `i` of one long episode: one tenant, one project, one source, a minute apart.
+fn long_episode_body(i: usize, rng: &mut StdRng) -> (String, serde_json::Value) {
+    assert!(i < 31 * 1440, "one long episode fits in January");
+    let mut body = event_body(i, rng);
+    let at = format!(
+        "2025-01-{:02}T{:02}:{:02}:00Z",
+        1 + i / 1440,
+        i / 60 % 24,
+        i % 60
+    );
+    body["occurredAt"] = json!(at);
+    body["projectId"] = json!("project-0");
+    body["sourceRefs"] = json!(["bench-marathon"]);
+    ("tenant-long".into(), body)
+}
+
+/// Event `i` of the skewed multi-tenant corpus.
+fn skewed_body(i: usize, rng: &mut StdRng) -> (String, serde_json::Value) {
+    let tenant = format!("tenant-{}", tenant_of(rng));
+    (tenant, event_body(i, rng))
+}
+
+fn build(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    corpus: &Corpus,
+    dir: &std::path::Path,
+    make: fn(usize, &mut StdRng) -> (String, serde_json::Value),
+) -> Engine {
     let mut config = EngineConfig::new(dir.to_path_buf());
     config.writer.hnsw_save_every = usize::MAX;
     let engine = Engine::open(config, Arc::new(HashingEmbedder::new())).expect("engine");
@@ -101,8 +132,7 @@ fn build(rt: &tokio::runtime::Runtime, n: usize, corpus: &Corpus, dir: &std::pat
     rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for i in 0..n {
-            let tenant = format!("tenant-{}", tenant_of(&mut rng));
-            let body = event_body(i, &mut rng);
+            let (tenant, body) = make(i, &mut rng);
             let vector = corpus.vector(&mut rng);
             let engine = engine.clone();
             set.spawn(async move {
@@ -130,68 +160,95 @@ fn build(rt: &tokio::runtime::Runtime, n: usize, corpus: &Corpus, dir: &std::pat
     engine
 }
 
-fn bench_recall(c: &mut Criterion) {
-    let sizes: Vec<usize> = std::env::var("EPISODIC_BENCH_SIZES")
-        .unwrap_or_else(|_| "10000,100000".into())
+/// Benchmarks recall over `engine` for `tenant`, one criterion id per scope, named
+/// `<prefix><scope>/<n>`.
+fn bench_scopes(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    engine: &Engine,
+    queries: &[Vec<f32>],
+    (tenant, prefix, n): (&str, &str, usize),
+    scopes: Vec<(&str, Scope)>,
+) {
+    let grant = TenantGrant::internal(tenant, "bench");
+    for (name, scope) in scopes {
+        let req = RecallRequest {
+            // Every summary shares two words with it (BM25 scores every candidate) and it
+            // names one actor: the most work the lexical and actor signals can cost.
+            query: "synthetic event 4242 for actor-3".into(),
+            scope,
+            limit: 10,
+            include_superseded: false,
+            include_stale: false,
+            as_of: None,
+        };
+        let probe = engine
+            .recall_with_vector(&grant, &req, &queries[0])
+            .expect("recall");
+        eprintln!(
+            "n={n} scope={prefix}{name}: {} candidates, path {:?}",
+            probe.stats.candidates, probe.stats.path
+        );
+        let mut qi = 0;
+        let id = BenchmarkId::new(format!("{prefix}{name}"), n);
+        group.bench_with_input(id, &req, |b, req| {
+            b.iter(|| {
+                qi = (qi + 1) % queries.len();
+                engine
+                    .recall_with_vector(&grant, req, &queries[qi])
+                    .expect("recall")
+            })
+        });
+    }
+}
+
+fn sizes(var: &str, default: &str) -> Vec<usize> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
-        .collect();
+        .collect()
+}
+
+fn bench_recall(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut rng = StdRng::seed_from_u64(42);
     let corpus = Corpus::new(&mut rng);
     let mut group = c.benchmark_group("recall");
     group.sample_size(50);
-    for n in sizes {
+    for n in sizes("EPISODIC_BENCH_SIZES", "10000,100000") {
         let dir = tempfile::tempdir().expect("tmp");
-        let engine = build(&rt, n, &corpus, dir.path());
+        let engine = build(&rt, n, &corpus, dir.path(), skewed_body);
         let queries: Vec<Vec<f32>> = (0..64).map(|_| corpus.vector(&mut rng)).collect();
-        let grant = TenantGrant::internal("tenant-0", "bench");
-        let scopes = [
+        let actor = || vec!["actor-3".to_string()];
+        let scopes = vec![
             ("tenant", Scope::default()),
             (
                 "tenant+actor",
                 Scope {
-                    actor_ids: vec!["actor-3".into()],
+                    actor_ids: actor(),
                     ..Scope::default()
                 },
             ),
             (
                 "tenant+actor+type",
                 Scope {
-                    actor_ids: vec!["actor-3".into()],
+                    actor_ids: actor(),
                     event_types: vec!["task_milestone".into()],
                     ..Scope::default()
                 },
             ),
         ];
-        for (name, scope) in scopes {
-            let req = RecallRequest {
-                // Every summary shares two words with it (BM25 scores every candidate) and it
-                // names one actor: the most work the lexical and actor signals can cost.
-                query: "synthetic event 4242 for actor-3".into(),
-                scope,
-                limit: 10,
-                include_superseded: false,
-                include_stale: false,
-                as_of: None,
-            };
-            let probe = engine
-                .recall_with_vector(&grant, &req, &queries[0])
-                .expect("recall");
-            eprintln!(
-                "n={n} scope={name}: {} candidates, path {:?}",
-                probe.stats.candidates, probe.stats.path
-            );
-            let mut qi = 0;
-            group.bench_with_input(BenchmarkId::new(name, n), &req, |b, req| {
-                b.iter(|| {
-                    qi = (qi + 1) % queries.len();
-                    engine
-                        .recall_with_vector(&grant, req, &queries[qi])
-                        .expect("recall")
-                })
-            });
-        }
+        bench_scopes(&mut group, &engine, &queries, ("tenant-0", "", n), scopes);
+        rt.block_on(engine.shutdown());
+    }
+    // One tenant whose events are all one episode: the episode signal's worst case.
+    for n in sizes("EPISODIC_BENCH_EPISODE_SIZES", "20000") {
+        let dir = tempfile::tempdir().expect("tmp");
+        let engine = build(&rt, n, &corpus, dir.path(), long_episode_body);
+        let queries: Vec<Vec<f32>> = (0..64).map(|_| corpus.vector(&mut rng)).collect();
+        let scopes = vec![("tenant", Scope::default())];
+        let label = ("tenant-long", "one-episode-", n);
+        bench_scopes(&mut group, &engine, &queries, label, scopes);
         rt.block_on(engine.shutdown());
     }
     group.finish();
