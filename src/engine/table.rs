@@ -29,6 +29,7 @@ use crate::model::{
     Confidence, Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp,
 };
 use crate::rank::Prior;
+use crate::retrieve::words::{words, ActorNames};
 
 /// One live (not deleted) event plus what the engine needs around it.
 #[derive(Debug, Clone)]
@@ -416,8 +417,50 @@ pub struct Table {
 struct TenantIds {
     number: u32,
     ids: Map<Box<str>, u32>,
-    /// Numbers of the actors of the tenant's events (never forgotten, like the names).
-    actors: std::collections::BTreeSet<u32>,
+    /// The actors of the tenant's events (never forgotten, like the names).
+    actors: TenantActors,
+}
+
+/// A tenant's actors, each filed under one word of its id, so that the actors a query names
+/// are found from the query's words instead of by reading every actor of the tenant.
+///
+/// An actor is named only when every word of its id occurs in the query
+/// ([`ActorNames::names`]), so any one of its words finds it. The word is chosen when the
+/// actor is first seen: the one with the fewest actors filed under it then, the longer on a
+/// tie, then the first ("user-42" after "user-7" goes under "42", not "user"), so a word that
+/// many ids share rarely holds them all. An id without a word is never named and not filed.
+#[derive(Debug, Default)]
+struct TenantActors {
+    known: std::collections::HashSet<u32, RandomState>,
+    by_word: Map<Box<str>, Vec<u32>>,
+}
+
+impl TenantActors {
+    /// Files actor `n` (id `id`) unless it is known already.
+    fn add(&mut self, n: u32, id: &str) {
+        if !self.known.insert(n) {
+            return;
+        }
+        let filed = |w: &str| self.by_word.get(w).map_or(0, Vec::len);
+        let key = words(id).map(str::to_lowercase).min_by(|a, b| {
+            let rank = |w: &str| (filed(w), std::cmp::Reverse(w.chars().count()));
+            rank(a).cmp(&rank(b))
+        });
+        if let Some(key) = key {
+            self.by_word.entry(key.into()).or_default().push(n);
+        }
+    }
+
+    /// Numbers of the actors filed under a word of `names`' query (each one at most once:
+    /// an actor is filed under one word).
+    fn filed_under<'a>(&'a self, names: &'a ActorNames) -> impl Iterator<Item = u32> + 'a {
+        names
+            .query_words()
+            .iter()
+            .filter_map(|w| self.by_word.get(w.as_str()))
+            .flatten()
+            .copied()
+    }
 }
 
 /// The result of looking an event id up.
@@ -547,15 +590,21 @@ impl Table {
         self.actors.names.get(n as usize).map(|s| &**s)
     }
 
-    /// `(number, name)` of every actor an event of `tenant` ever had, by number.
-    pub fn tenant_actors(&self, tenant: &str) -> Vec<(u32, &str)> {
+    /// `(number, id)` of the actors of `tenant`'s events (ever, deleted ones included) that
+    /// `names`' query names, by number. Reads only the actors filed under the query's words
+    /// ([`TenantActors`]), not every actor of the tenant.
+    pub fn actors_named(&self, tenant: &str, names: &ActorNames) -> Vec<(u32, &str)> {
         let Some(t) = self.by_id.get(tenant) else {
             return Vec::new();
         };
-        t.actors
-            .iter()
-            .filter_map(|&n| Some((n, self.actor_name(n)?)))
-            .collect()
+        let mut out: Vec<(u32, &str)> = t
+            .actors
+            .filed_under(names)
+            .filter_map(|n| Some((n, self.actor_name(n)?)))
+            .filter(|(_, id)| names.names(id))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// Whether an event the table held could match `filter` by its names: `false` when the
@@ -626,7 +675,7 @@ impl Table {
         entry.tenant = self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
         let actor = self.actors.number(&entry.event.actor_id);
         if let Some(t) = self.by_id.get_mut(&*entry.event.tenant_id) {
-            t.actors.insert(actor);
+            t.actors.add(actor, &entry.event.actor_id);
         }
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
@@ -822,6 +871,76 @@ pub(super) mod tests {
             topic: NONE,
             tenant: 0,
         }
+    }
+
+    /// The ids of the actors of tenant `acme` that `query` names.
+    fn named(t: &Table, query: &str) -> Vec<String> {
+        let names = ActorNames::new(query);
+        let mut ids: Vec<String> = t
+            .actors_named("acme", &names)
+            .into_iter()
+            .map(|(_, id)| id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn the_actors_a_query_names_are_found_from_its_words() {
+        let mut t = Table::new(SubjectRule::OFF);
+        let mut actors: Vec<String> = (0..500).map(|i| format!("user-{i}")).collect();
+        actors.extend(
+            [
+                "Caroline",
+                "alice@example.com",
+                "bob@example.com",
+                "--",
+                "42-user",
+            ]
+            .map(String::from),
+        );
+        for (doc, actor) in actors.iter().enumerate() {
+            t.push(entry(doc as u32, event(&format!("e{doc}"), actor, "s")));
+        }
+        // Every actor is filed under one word; "user" holds few of the 500 user ids.
+        let filed = &t.by_id["acme"].actors;
+        assert_eq!(
+            filed.by_word.values().map(Vec::len).sum::<usize>(),
+            actors.len() - 1
+        );
+        assert!(filed.by_word.get("user").map_or(0, Vec::len) <= 2);
+
+        assert_eq!(
+            named(&t, "What did user 42 and Caroline say?"),
+            ["42-user", "Caroline", "user-42"],
+            "words in any order name an actor"
+        );
+        assert_eq!(
+            named(&t, "and what did 42-user say?"),
+            ["42-user", "user-42"]
+        );
+        assert_eq!(named(&t, "notes of the user"), Vec::<String>::new());
+        assert_eq!(named(&t, "mail from BOB@example.com"), ["bob@example.com"]);
+        assert_eq!(
+            named(&t, "-- anyone?"),
+            Vec::<String>::new(),
+            "an id without words"
+        );
+        // The same answer as reading every actor.
+        for q in [
+            "user 7 user 300 and 499",
+            "example com alice bob",
+            "caroline's user-0",
+        ] {
+            let names = ActorNames::new(q);
+            let mut all: Vec<String> = actors.iter().filter(|a| names.names(a)).cloned().collect();
+            all.sort();
+            assert_eq!(named(&t, q), all, "{q}");
+        }
+        // Another tenant names none of them.
+        assert!(t
+            .actors_named("globex", &ActorNames::new("Caroline"))
+            .is_empty());
     }
 
     /// An event of tenant `t{tenant}` by actor `a{actor}`, type `k{kind}`, project

@@ -27,7 +27,7 @@
 
 pub mod evidence;
 mod request;
-mod words;
+pub(crate) mod words;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -1449,11 +1449,9 @@ impl QueryRead {
         if rank.actor_boost > 0.0 {
             let names = words::ActorNames::new(query);
             let table = shared.table.read();
-            for (n, id) in table.tenant_actors(tenant) {
-                if names.names(id) {
-                    named.push(n);
-                    ids.push(id.to_string());
-                }
+            for (n, id) in table.actors_named(tenant, &names) {
+                named.push(n);
+                ids.push(id.to_string());
             }
         }
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
