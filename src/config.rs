@@ -45,7 +45,7 @@ pub struct ServeArgs {
     pub rank_weights: String,
     /// Share of each event's match that comes from BM25 (0: cosine only, 1: BM25 only), for
     /// queries of 64 words or more.
-    #[arg(long, env = "EPISODIC_LEXICAL_SHARE", default_value_t = 0.2)]
+    #[arg(long, env = "EPISODIC_LEXICAL_SHARE", default_value_t = 0.1)]
     pub lexical_share: f32,
     /// BM25's share for queries of up to 32 words (linear in between).
     #[arg(

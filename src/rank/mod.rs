@@ -79,7 +79,7 @@ impl Default for RankConfig {
             half_life_days: 180.0,
             trust_values: [0.7, 0.8, 0.9, 1.0, 0.3],
             confidence_values: [0.4, 0.7, 1.0],
-            lexical_share: 0.2,
+            lexical_share: 0.1,
             short_lexical_share: 0.35,
             context_weight: 0.5,
             episode_weight: 0.5,
@@ -203,8 +203,8 @@ impl RankConfig {
             .min(SHORT_QUERY_WORDS);
         let t = past_short as f32 / SHORT_QUERY_WORDS as f32;
         RankConfig {
-            lexical_share: self.short_lexical_share
-                + t * (self.lexical_share - self.short_lexical_share),
+            // Exact at both ends: a long query gets the configured share, not a rounding of it.
+            lexical_share: (1.0 - t) * self.short_lexical_share + t * self.lexical_share,
             ..self.clone()
         }
     }
