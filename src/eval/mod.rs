@@ -152,8 +152,9 @@ pub struct CommonArgs {
     /// The models directory (manifest.json and files/).
     #[arg(long, default_value = "models")]
     pub model_dir: PathBuf,
-    /// Also score the ablation arms (dense alone, BM25 alone, dense + BM25, + actor names)
-    /// next to the default ranking, on the same ingested data.
+    /// Also score the ablation arms (dense alone, BM25 alone, dense + BM25, then adding actor
+    /// names, episode context and episode best) next to the default ranking, on the same
+    /// ingested data.
     #[arg(long)]
     pub ablation: bool,
     /// Answer every scope of more than 100 events from vector partitions built over the

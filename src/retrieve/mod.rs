@@ -23,6 +23,9 @@
 //! - filtered HNSW is approximate (hnsw_rs may miss a true neighbour, so no bound on its list
 //!   proves the top k); it runs only when the operator opts in with `approximate`, and the
 //!   response then says `path: "hnsw"`;
+//! - episode context and episode best are read from the scored set alone, so nothing out of
+//!   scope or invisible lends an event relevance; the actors a query names are its tenant's
+//!   own ([`QueryRead`]), so a name in another tenant is an ordinary word;
 //! - every returned event is checked once more against the grant's tenant.
 
 pub mod evidence;
