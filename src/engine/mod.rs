@@ -543,10 +543,18 @@ impl Engine {
 
     /// Embeds one text on the CPU pool.
     pub async fn embed_one(&self, text: String) -> Result<Vec<f32>, Problem> {
+        self.embed_made(move || text).await
+    }
+
+    /// Embeds the text `make` returns, making and embedding it on the CPU pool.
+    async fn embed_made(
+        &self,
+        make: impl FnOnce() -> String + Send + 'static,
+    ) -> Result<Vec<f32>, Problem> {
         let embedder = Arc::clone(&self.embedder);
         let vectors = self
             .cpu
-            .run(move || embedder.embed(&[text.as_str()]))
+            .run(move || embedder.embed(&[make().as_str()]))
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))?
             .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?;
@@ -582,10 +590,22 @@ impl Engine {
         grant: &TenantGrant,
         req: RecallRequest,
     ) -> Result<RecallResponse, Problem> {
-        let text = self.semantic_query(grant, &req.query, &self.config.rank);
-        let query_vector = self.embed_one(text).await?;
         let shared = Arc::clone(&self.shared);
         let config = Arc::clone(&self.config);
+        // The query's words are read under the table's lock: on the CPU pool, not here.
+        let (s, c, tenant, query) = (
+            Arc::clone(&shared),
+            Arc::clone(&config),
+            grant.tenant().to_string(),
+            req.query.clone(),
+        );
+        let query_vector = self
+            .embed_made(move || {
+                crate::retrieve::QueryRead::new(&s, &tenant, &query, &c.rank)
+                    .words
+                    .semantic
+            })
+            .await?;
         let grant2 = grant.clone();
         let detail = serde_json::json!({
             "scope": req.scope,
