@@ -543,25 +543,30 @@ impl Engine {
 
     /// Embeds one text on the CPU pool.
     pub async fn embed_one(&self, text: String) -> Result<Vec<f32>, Problem> {
-        self.embed_made(move || text).await
+        Ok(self.embed_made(move || ((), text)).await?.1)
     }
 
-    /// Embeds the text `make` returns, making and embedding it on the CPU pool.
-    async fn embed_made(
+    /// Runs `make` on the CPU pool and embeds the text it returns there too; gives back what
+    /// it set aside with the vector.
+    async fn embed_made<T: Send + 'static>(
         &self,
-        make: impl FnOnce() -> String + Send + 'static,
-    ) -> Result<Vec<f32>, Problem> {
+        make: impl FnOnce() -> (T, String) + Send + 'static,
+    ) -> Result<(T, Vec<f32>), Problem> {
         let embedder = Arc::clone(&self.embedder);
-        let vectors = self
+        let (aside, vectors) = self
             .cpu
-            .run(move || embedder.embed(&[make().as_str()]))
+            .run(move || {
+                let (aside, text) = make();
+                (aside, embedder.embed(&[text.as_str()]))
+            })
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))?
-            .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?;
-        vectors
+            .map_err(|e| Problem::new(ErrorCode::Internal, e))?;
+        let vectors = vectors.map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?;
+        let vector = vectors
             .into_iter()
             .next()
-            .ok_or_else(|| Problem::new(ErrorCode::Internal, "embedder returned no vector"))
+            .ok_or_else(|| Problem::new(ErrorCode::Internal, "embedder returned no vector"))?;
+        Ok((aside, vector))
     }
 
     /// One event of the grant's tenant, or 404 (also for other tenants' ids).
@@ -592,18 +597,19 @@ impl Engine {
     ) -> Result<RecallResponse, Problem> {
         let shared = Arc::clone(&self.shared);
         let config = Arc::clone(&self.config);
-        // The query's words are read under the table's lock: on the CPU pool, not here.
+        // The query's words are read under the table's lock: on the CPU pool, not here, once
+        // for both the text embedded and the ranking.
         let (s, c, tenant, query) = (
             Arc::clone(&shared),
             Arc::clone(&config),
             grant.tenant().to_string(),
             req.query.clone(),
         );
-        let query_vector = self
+        let (read, query_vector) = self
             .embed_made(move || {
-                crate::retrieve::QueryRead::new(&s, &tenant, &query, &c.rank)
-                    .words
-                    .semantic
+                let read = crate::retrieve::QueryRead::new(&s, &tenant, &query, &c.rank);
+                let text = read.words.semantic.clone();
+                (read, text)
             })
             .await?;
         let grant2 = grant.clone();
@@ -615,7 +621,9 @@ impl Engine {
         });
         let resp = self
             .cpu
-            .run(move || crate::retrieve::recall(&shared, &config, &grant2, &req, &query_vector))
+            .run(move || {
+                crate::retrieve::recall(&shared, &config, &grant2, &req, &read, &query_vector)
+            })
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
         let ids = resp

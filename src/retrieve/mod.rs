@@ -512,24 +512,41 @@ fn apply_staleness(
     (out, marks)
 }
 
-/// Scope-first recall with a precomputed query vector, ranked with `config.rank`.
+/// Scope-first recall with a precomputed query vector, ranked with `config.rank`; `read` is
+/// the query's words as the caller read them to embed it ([`QueryRead`]).
 pub fn recall(
     shared: &Shared,
     config: &EngineConfig,
     grant: &TenantGrant,
     req: &RecallRequest,
+    read: &QueryRead,
     query: &[f32],
 ) -> Result<RecallResponse, Problem> {
-    recall_ranked(shared, config, &config.rank, grant, req, query)
+    recall_read(shared, config, &config.rank, grant, req, read, query)
 }
 
-/// Like [`recall`] with another ranking configuration (ablations, diagnostics).
+/// Like [`recall`] with another ranking configuration (ablations, diagnostics), reading the
+/// query's words itself.
 pub fn recall_ranked(
     shared: &Shared,
     config: &EngineConfig,
     rank: &RankConfig,
     grant: &TenantGrant,
     req: &RecallRequest,
+    query: &[f32],
+) -> Result<RecallResponse, Problem> {
+    let read = QueryRead::new(shared, grant.tenant(), &req.query, rank);
+    recall_read(shared, config, rank, grant, req, &read, query)
+}
+
+/// The recall pipeline, given the query's words and vector.
+fn recall_read(
+    shared: &Shared,
+    config: &EngineConfig,
+    rank: &RankConfig,
+    grant: &TenantGrant,
+    req: &RecallRequest,
+    read: &QueryRead,
     query: &[f32],
 ) -> Result<RecallResponse, Problem> {
     let started = std::time::Instant::now();
@@ -542,7 +559,6 @@ pub fn recall_ranked(
         now,
     };
     let access = Access::of(shared, grant);
-    let read = QueryRead::new(shared, grant.tenant(), &req.query, rank);
     let bm25 = Bm25 {
         shared,
         filter: &filter,
@@ -597,7 +613,7 @@ pub fn recall_ranked(
         rank,
         query,
         text: &req.query,
-        read: &read,
+        read,
         bm25: &bm25,
         known: &known,
         now_ms: now.unix_millis(),
@@ -1015,8 +1031,9 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
     let (pool, cosines) = match bounded_code(ctx, &vectors, set.len()) {
         Some(code) => {
             let bounds = bounds_of(&vectors, &code, &ids, ctx.known);
-            let pool = survivors(ctx, &inputs, &bounds, k);
-            let cosines = rescore(ctx, &vectors, &inputs, &bounds, &pool);
+            let floors = inputs.episode_bests(ctx.rank, |j| bounds[j].0);
+            let pool = survivors(ctx, &inputs, &bounds, &floors, k);
+            let cosines = rescore(ctx, &vectors, &inputs, (&bounds, &floors), &pool);
             (pool, cosines)
         }
         None => (
@@ -1024,7 +1041,11 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
             exact_scores(&vectors, ctx.query, &ids),
         ),
     };
-    let bests = inputs.episode_bests(ctx.rank, &cosines);
+    let bests = if cosines.is_empty() {
+        Vec::new()
+    } else {
+        inputs.episode_bests(ctx.rank, |j| cosines[j])
+    };
     // Small pools stay on this thread: waking the pool costs more than they do.
     let signals: Vec<Signals> = pool
         .par_iter()
@@ -1060,14 +1081,15 @@ struct Inputs<'a> {
 }
 
 impl Inputs<'_> {
-    /// The best match of each episode ([`Episodes::bests`]) given `cosines` (none when the
-    /// episode signal is off or `cosines` is empty).
-    fn episode_bests(&self, rank: &RankConfig, cosines: &[f32]) -> Vec<f32> {
-        if rank.episode_weight <= 0.0 || cosines.is_empty() {
+    /// The best match of each episode ([`Episodes::bests`]) from each position's cosine (an
+    /// exact one, or a bound: the best is then the same bound on the best); none when the
+    /// episode signal is off.
+    fn episode_bests(&self, rank: &RankConfig, cosine: impl Fn(usize) -> f32 + Sync) -> Vec<f32> {
+        if rank.episode_weight <= 0.0 {
             return Vec::new();
         }
         self.episodes
-            .bests(|j| rank.matched(cosines[j], self.lexical[j]))
+            .bests(|j| rank.matched(cosine(j), self.lexical[j]))
     }
 
     /// The signals of candidate `i`, given the cosines of it and of the events of its
@@ -1120,7 +1142,16 @@ fn bounded_code(ctx: &RankCtx<'_>, vectors: &VectorStore, n: usize) -> Option<Qu
 /// and of the rest of its episode (the score is non-decreasing in each). Let `T` be the k-th largest lower bound:
 /// the k candidates achieving it all score at least `T`, so a candidate whose upper bound is
 /// below `T` cannot be in the top k, ties included.
-fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: usize) -> Vec<u32> {
+///
+/// `floors` are the episodes' best lower matches ([`Inputs::episode_bests`] of the lower
+/// bounds; empty when the episode signal is off).
+fn survivors(
+    ctx: &RankCtx<'_>,
+    inputs: &Inputs<'_>,
+    bounds: &[(f32, f32)],
+    floors: &[f32],
+    k: usize,
+) -> Vec<u32> {
     let rank = ctx.rank;
     let n = bounds.len();
     // The score is `base + α·cosine⁺ + β·context + γ·episode`, where `base` holds everything
@@ -1130,12 +1161,7 @@ fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: u
     let gamma = w * rank.episode_weight;
     let matched_low = |j: usize| rank.matched(bounds[j].0, inputs.lexical[j]);
     let matched_high = |j: usize| rank.matched(bounds[j].1, inputs.lexical[j]);
-    let (best_low, best_high) = if gamma > 0.0 {
-        let e = inputs.episodes;
-        (e.bests(matched_low), e.bests(matched_high))
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    let ceilings = inputs.episode_bests(rank, |j| bounds[j].1);
     let (low_total, high_total): (Vec<f32>, Vec<f32>) = (0..n)
         .into_par_iter()
         .with_min_len(GATHER_CHUNK)
@@ -1147,11 +1173,11 @@ fn survivors(ctx: &RankCtx<'_>, inputs: &Inputs<'_>, bounds: &[(f32, f32)], k: u
             let low = base
                 + alpha * lo.max(0.0)
                 + beta * e.context_of(i, matched_low)
-                + gamma * e.best_of(i, &best_low);
+                + gamma * e.best_of(i, floors);
             let high = base
                 + alpha * hi.max(0.0)
                 + beta * e.context_of(i, matched_high)
-                + gamma * e.best_of(i, &best_high);
+                + gamma * e.best_of(i, &ceilings);
             // Rounding: these sums are not computed in the order `RankConfig::score` uses.
             let slack = 1e-5 * (1.0 + base.abs() + alpha + beta + gamma);
             (low - slack, high + slack)
@@ -1177,7 +1203,7 @@ fn rescore(
     ctx: &RankCtx<'_>,
     vectors: &VectorStore,
     inputs: &Inputs<'_>,
-    bounds: &[(f32, f32)],
+    (bounds, floors): (&[(f32, f32)], &[f32]),
     pool: &[u32],
 ) -> Vec<f32> {
     let mut needed: Vec<u32> = pool
@@ -1188,7 +1214,7 @@ fn rescore(
         })
         .collect();
     if ctx.rank.episode_weight > 0.0 {
-        needed.extend(episode_contenders(ctx.rank, inputs, bounds, pool));
+        needed.extend(episode_contenders(ctx.rank, inputs, (bounds, floors), pool));
     }
     needed.sort_unstable();
     needed.dedup();
@@ -1202,7 +1228,7 @@ fn rescore(
 }
 
 /// The members of `pool`'s episodes whose match could be their episode's best: those whose
-/// upper match reaches the episode's best lower match. Any other member's match is below
+/// upper match reaches the episode's best lower match (its floor in `floors`). Any other member's match is below
 /// that, and the member holding it is a contender whose exact match is at least that, so
 /// the best over the contenders alone is the episode's exact best (a member left unscored
 /// counts its lexical part alone, lower still). Each episode is read once however many of
@@ -1210,7 +1236,7 @@ fn rescore(
 fn episode_contenders(
     rank: &RankConfig,
     inputs: &Inputs<'_>,
-    bounds: &[(f32, f32)],
+    (bounds, floors): (&[(f32, f32)], &[f32]),
     pool: &[u32],
 ) -> Vec<u32> {
     let e = inputs.episodes;
@@ -1220,14 +1246,15 @@ fn episode_contenders(
         .collect();
     episodes.sort_unstable();
     episodes.dedup();
-    let low = |j: u32| rank.matched(bounds[j as usize].0, inputs.lexical[j as usize]);
     let high = |j: u32| rank.matched(bounds[j as usize].1, inputs.lexical[j as usize]);
     episodes
         .par_iter()
         .flat_map_iter(|&ep| {
-            let members = e.members_in(ep);
-            let floor = members.iter().map(|&j| low(j)).fold(0.0f32, f32::max);
-            members.iter().copied().filter(move |&j| high(j) >= floor)
+            let floor = floors[ep];
+            e.members_in(ep)
+                .iter()
+                .copied()
+                .filter(move |&j| high(j) >= floor)
         })
         .collect()
 }
@@ -1327,8 +1354,7 @@ impl Episodes {
             .into_par_iter()
             .with_min_len(GATHER_CHUNK)
             .map(|e| {
-                let span = self.start[e] as usize..self.start[e + 1] as usize;
-                self.members[span]
+                self.members_in(e)
                     .iter()
                     .map(|&j| matched(j as usize))
                     .fold(0.0f32, f32::max)
@@ -1338,9 +1364,8 @@ impl Episodes {
 
     /// The best of `i`'s episode in `bests` (from [`Episodes::bests`]), 0 when off.
     fn best_of(&self, i: usize, bests: &[f32]) -> f32 {
-        self.episode
-            .get(i)
-            .and_then(|&e| bests.get(e as usize))
+        self.episode_of(i)
+            .and_then(|e| bests.get(e))
             .copied()
             .unwrap_or(0.0)
     }
