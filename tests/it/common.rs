@@ -19,6 +19,21 @@ use episodic::engine::{Engine, EngineConfig};
 
 pub const ADMIN: &str = "test-admin-key";
 
+/// `rel` under the shared benchmark data beside the repository clone; panics naming what is
+/// missing when it is not there.
+pub fn shared_data(rel: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(rel);
+    assert!(
+        path.exists(),
+        "benchmark data not found at {}: the eval tests need the shared benchmark data ({rel}) \
+         beside the repository clone",
+        path.display()
+    );
+    path
+}
+
 pub fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
 }

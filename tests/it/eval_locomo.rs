@@ -4,32 +4,15 @@
 //! beat its dense-only ablation arm, the episode signal must lift its arm above the one without
 //! it, and the date signal must lift the default above the episode arm.
 
-use std::path::{Path, PathBuf};
-
 use episodic::eval::locomo::{evaluate, Options};
 use episodic::eval::metrics::OVERALL;
 
-use crate::common::model_dir;
-
-fn locomo_path() -> PathBuf {
-    let path = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/locomo/locomo10.json"
-    ))
-    .to_path_buf();
-    assert!(
-        path.is_file(),
-        "LoCoMo data not found at {}: the eval test needs the shared benchmark data \
-         (locomo/locomo10.json) beside the repository clone",
-        path.display()
-    );
-    path
-}
+use crate::common::{model_dir, shared_data};
 
 #[test]
 fn locomo_first_conversation_meets_recall_floor() {
     let report = evaluate(&Options {
-        path: locomo_path(),
+        path: shared_data("locomo/locomo10.json"),
         conversations: Some(1),
         model_dir: model_dir(),
         ablation: true,

@@ -3,32 +3,18 @@
 //! below the measured figures (the run is deterministic), and the default ranking must beat
 //! its dense-only ablation arm.
 
-use std::path::{Path, PathBuf};
-
 use episodic::eval::madial::{evaluate, Options};
 use episodic::eval::metrics::OVERALL;
 
-use crate::common::model_dir;
-
-fn madial_path() -> PathBuf {
-    let path = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/madial_bench"
-    ))
-    .to_path_buf();
-    assert!(
-        path.join("en").is_dir(),
-        "MADial-Bench data not found at {}: the eval test needs the shared benchmark data \
-         (madial_bench/en) beside the repository clone",
-        path.display()
-    );
-    path
-}
+use crate::common::{model_dir, shared_data};
 
 #[test]
 fn madial_english_meets_recall_floor() {
     let report = evaluate(&Options {
-        path: madial_path(),
+        path: shared_data("madial_bench/en")
+            .parent()
+            .expect("madial_bench")
+            .to_path_buf(),
         model_dir: model_dir(),
         ablation: true,
         partition_probe_share: None,

@@ -15,6 +15,13 @@ fn turn(actor: &str, summary: &str, at: &str, session: &str) -> Value {
     with(e, "resourceRefs", json!([format!("turn-{at}")]))
 }
 
+/// Writes each `(actor, summary, occurredAt, session)` row as a [`turn`].
+async fn write_turns(app: &App, key: &str, rows: &[(&str, &str, &str, &str)]) {
+    for &(actor, summary, at, session) in rows {
+        app.write_ok(key, turn(actor, summary, at, session)).await;
+    }
+}
+
 fn hit<'a>(recall: &'a Value, summary: &str) -> &'a Value {
     recall["results"]
         .as_array()
@@ -58,9 +65,7 @@ async fn breakdown_shows_lexical_actor_and_context_and_sums_to_score() {
             "s2",
         ),
     ];
-    for (actor, summary, at, session) in rows {
-        app.write_ok(&key, turn(actor, summary, at, session)).await;
-    }
+    write_turns(&app, &key, &rows).await;
     app.engine.refresh().await.expect("refresh");
     let recall = app
         .recall(
@@ -240,9 +245,7 @@ async fn every_turn_of_the_best_matching_session_shares_its_episode_part() {
             "s2",
         ),
     ];
-    for (actor, summary, at, session) in rows {
-        app.write_ok(&key, turn(actor, summary, at, session)).await;
-    }
+    write_turns(&app, &key, &rows).await;
     app.engine.refresh().await.expect("refresh");
     let recall = app
         .recall(
@@ -296,15 +299,10 @@ async fn a_name_the_query_gives_selects_the_actor_not_the_events_that_mention_it
             "s2",
         ),
     ];
-    for (actor, summary, at, session) in rows {
-        app.write_ok(&key, turn(actor, summary, at, session)).await;
-    }
+    write_turns(&app, &key, &rows).await;
     // Another tenant where nobody is called Caroline: there the name stays a word.
     let other_key = app.key("globex").await;
-    for (actor, summary, at, session) in rows.iter().skip(1) {
-        app.write_ok(&other_key, turn(actor, summary, at, session))
-            .await;
-    }
+    write_turns(&app, &other_key, &rows[1..]).await;
     app.engine.refresh().await.expect("refresh");
     let query = json!({"query": "What did Caroline paint?", "limit": 3});
     let recall = app.recall(&key, query.clone()).await;
