@@ -364,6 +364,7 @@ fn bench_rank(cr: &mut Criterion) {
                 occurred_ms: now_ms - rng.gen_range(0..400 * 86_400_000i64),
                 trust: SourceTrust::ALL[rng.gen_range(0..SourceTrust::ALL.len())],
                 confidence: Confidence::ALL[rng.gen_range(0..Confidence::ALL.len())],
+                asks: rng.gen_bool(0.25),
             })
             .collect();
         g.throughput(Throughput::Elements(m as u64));

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// ("in July 2023", "on October 13, 2023", "in 2022").
     #[arg(long, env = "EPISODIC_DATE_BOOST", default_value_t = 0.2)]
     pub date_boost: f32,
+    /// Penalty, relative to a full match, for an event whose text ends in a question: it
+    /// names its topic but asks rather than tells.
+    #[arg(long, env = "EPISODIC_QUESTION_PENALTY", default_value_t = 0.1)]
+    pub question_penalty: f32,
     /// Events of one source at most this many minutes apart are episode neighbours.
     #[arg(long, env = "EPISODIC_EPISODE_GAP_MINUTES", default_value_t = 30)]
     pub episode_gap_minutes: u32,
@@ -174,6 +178,7 @@ impl ServeArgs {
             ("--episode-weight", self.episode_weight),
             ("--actor-boost", self.actor_boost),
             ("--date-boost", self.date_boost),
+            ("--question-penalty", self.question_penalty),
         ] {
             anyhow::ensure!(
                 v.is_finite() && (0.0..=10.0).contains(&v),
@@ -184,6 +189,7 @@ impl ServeArgs {
         c.rank.episode_weight = self.episode_weight;
         c.rank.actor_boost = self.actor_boost;
         c.rank.date_boost = self.date_boost;
+        c.rank.question_penalty = self.question_penalty;
         c.rank.episode_gap_ms = i64::from(self.episode_gap_minutes) * 60_000;
         c.recall.approximate = self.approximate_recall;
         c.recall.exact_max_candidates = self.exact_max_candidates;

@@ -10,7 +10,7 @@
 //! one see a consistent event.
 //!
 //! Next to every slot the table keeps a [`Head`]: the few facts recall filters and ranks by,
-//! copied into one dense array, so that a broad scope reads 72 bytes per candidate from
+//! copied into one dense array, so that a broad scope reads 80 bytes per candidate from
 //! contiguous memory instead of following a pointer to each entry. `heads[doc]` always
 //! describes `slots[doc]` (both change only in `place`); actor and project strings are
 //! numbered once (per table, never reused), so equal numbers mean equal strings. Sources are
@@ -28,7 +28,7 @@ use crate::index::scope::{ScopeDoc, ScopeFilter};
 use crate::model::{
     Confidence, Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp,
 };
-use crate::rank::Prior;
+use crate::rank::{asks, Prior};
 use crate::retrieve::words::{words, ActorNames};
 
 /// One live (not deleted) event plus what the engine needs around it.
@@ -83,6 +83,7 @@ impl Entry {
             occurred_ms: self.occurred_ms,
             trust: self.event.source_trust,
             confidence: self.event.confidence,
+            asks: asks(&self.event.summary),
         }
     }
 
@@ -138,6 +139,8 @@ pub struct Head {
     pub confidence: Confidence,
     /// Privacy class.
     pub privacy: PrivacyClass,
+    /// Whether its text ends in a question ([`asks`]).
+    pub asks: bool,
     /// `occurredAt` (unix ms).
     pub occurred_ms: i64,
     /// `recordedAt` ([`Timestamp::unix_nanos_saturating`]).
@@ -145,7 +148,7 @@ pub struct Head {
     /// Retention expiry (saturating unix ns), `i64::MAX` when it never expires.
     pub expires_ns: i64,
     /// When it was superseded (saturating unix ns), `i64::MIN` when not or not known (plain
-    /// integers rather than options keep a head at 72 bytes).
+    /// integers rather than options keep a head at 80 bytes).
     pub superseded_ns: i64,
 }
 
@@ -165,6 +168,7 @@ impl Head {
             trust: SourceTrust::UntrustedContent,
             confidence: Confidence::Low,
             privacy: PrivacyClass::Sensitive,
+            asks: false,
             occurred_ms: 0,
             recorded_ns: 0,
             expires_ns: i64::MIN,
@@ -178,6 +182,7 @@ impl Head {
             occurred_ms: self.occurred_ms,
             trust: self.trust,
             confidence: self.confidence,
+            asks: self.asks,
         }
     }
 }
@@ -565,6 +570,7 @@ impl Table {
             trust: ev.source_trust,
             confidence: ev.confidence,
             privacy: ev.privacy_class,
+            asks: asks(&ev.summary),
             occurred_ms: e.occurred_ms,
             recorded_ns: ev.recorded_at.unix_nanos_saturating(),
             expires_ns: ev
@@ -1079,7 +1085,7 @@ pub(super) mod tests {
 
     #[test]
     fn a_head_stays_small() {
-        assert_eq!(std::mem::size_of::<Head>(), 72);
+        assert_eq!(std::mem::size_of::<Head>(), 80);
     }
 
     #[test]

@@ -153,8 +153,8 @@ pub struct CommonArgs {
     #[arg(long, default_value = "models")]
     pub model_dir: PathBuf,
     /// Also score the ablation arms (dense alone, BM25 alone, dense + BM25, then adding actor
-    /// names, episode context and episode best) next to the default ranking, on the same
-    /// ingested data.
+    /// names, episode context, episode best and named dates; the default adds the question
+    /// penalty) next to the default ranking, on the same ingested data.
     #[arg(long)]
     pub ablation: bool,
     /// Answer every scope of more than 100 events from vector partitions built over the
@@ -297,6 +297,7 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
         episode_weight: 0.0,
         actor_boost: if actor { base.actor_boost } else { 0.0 },
         date_boost: 0.0,
+        question_penalty: 0.0,
         ..base.clone()
     };
     let shares = (base.lexical_share, base.short_lexical_share);
@@ -322,6 +323,7 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
             rank: RankConfig {
                 episode_weight: 0.0,
                 date_boost: 0.0,
+                question_penalty: 0.0,
                 ..base.clone()
             },
         },
@@ -329,6 +331,14 @@ pub fn ablation_arms(base: &RankConfig) -> Vec<Arm> {
             name: "dense+bm25+actor+context+episode",
             rank: RankConfig {
                 date_boost: 0.0,
+                question_penalty: 0.0,
+                ..base.clone()
+            },
+        },
+        Arm {
+            name: "dense+bm25+actor+context+episode+date",
+            rank: RankConfig {
+                question_penalty: 0.0,
                 ..base.clone()
             },
         },
@@ -435,6 +445,8 @@ pub struct ConfigReport {
     pub actor_boost: f64,
     /// Bonus when the event occurred on a date the query names.
     pub date_boost: f64,
+    /// Penalty when the event's text ends in a question.
+    pub question_penalty: f64,
     /// Episode gap in minutes.
     pub episode_gap_minutes: f64,
     /// Hits requested per recall.
@@ -542,6 +554,7 @@ impl Harness {
             episode_weight: round4(r.episode_weight),
             actor_boost: round4(r.actor_boost),
             date_boost: round4(r.date_boost),
+            question_penalty: round4(r.question_penalty),
             episode_gap_minutes: r.episode_gap_ms as f64 / 60_000.0,
             depth: DEPTH,
             ablation_arms: self.arms.iter().map(|a| a.name.to_string()).collect(),

@@ -9,9 +9,16 @@
 //! names the event's actor and `date` is 1 when the event occurred on a date the query names
 //! ([`dates`]).
 //!
+//! One part is a penalty: an event whose text ends in a question ([`asks`]) loses
+//! `w_rel · q` (`q` = [`RankConfig::question_penalty`]). A question names its topic, so it
+//! matches queries about the topic, but it asks rather than tells: in a conversation the
+//! answer is in the turns that state something.
+//!
 //! Invariants: no I/O, no clock (the caller passes `now`); every signal lies in [0, 1]
 //! before weighting (cosine is clamped at 0); `score` is exactly the sum of the weighted
-//! components reported in the breakdown, so a hit can always be explained.
+//! components reported in the breakdown, so a hit can always be explained; the question
+//! part is the only one that is never positive, and it depends on the event alone (it is
+//! part of the [`Prior`]), so every bound that counts the priors counts it.
 
 pub mod dates;
 
@@ -63,6 +70,8 @@ pub struct RankConfig {
     pub actor_boost: f32,
     /// Bonus (relative to a full match) when the event occurred on a date the query names.
     pub date_boost: f32,
+    /// Penalty (relative to a full match) when the event's text ends in a question ([`asks`]).
+    pub question_penalty: f32,
     /// Events of one project at most this far apart (by `occurredAt`) are episode neighbours.
     pub episode_gap_ms: i64,
 }
@@ -85,6 +94,7 @@ impl Default for RankConfig {
             episode_weight: 0.5,
             actor_boost: 0.2,
             date_boost: 0.2,
+            question_penalty: 0.1,
             episode_gap_ms: 30 * 60 * 1000,
         }
     }
@@ -106,6 +116,8 @@ pub struct Breakdown {
     pub actor: f32,
     /// Weighted contribution of the query naming the date the event occurred on.
     pub date: f32,
+    /// Weighted penalty of an event whose text ends in a question (0 or negative).
+    pub question: f32,
     /// Weighted recency contribution.
     pub recency: f32,
     /// Weighted trust contribution.
@@ -127,6 +139,7 @@ impl Breakdown {
             + self.episode
             + self.actor
             + self.date
+            + self.question
             + self.recency
             + self.trust
             + self.confidence
@@ -171,6 +184,15 @@ pub struct Prior {
     pub trust: SourceTrust,
     /// Confidence.
     pub confidence: Confidence,
+    /// Whether the event's text ends in a question ([`asks`]).
+    pub asks: bool,
+}
+
+/// Whether `text` ends in a question: its last non-blank character is a question mark (ASCII,
+/// full-width or Arabic). A question that closes a turn ("Nice! What's your best camping
+/// memory?") is what the turn is about, whatever came before it.
+pub fn asks(text: &str) -> bool {
+    text.trim_end().ends_with(['?', '\u{ff1f}', '\u{061f}'])
 }
 
 impl RankConfig {
@@ -224,6 +246,12 @@ impl RankConfig {
             episode: w.relevance * self.episode_weight * sig.episode,
             actor: w.relevance * if sig.actor { self.actor_boost } else { 0.0 },
             date: w.relevance * if sig.date { self.date_boost } else { 0.0 },
+            question: if prior.asks {
+                // `0 - x`, not `-x`: a zero penalty shows as 0, not -0.
+                0.0 - w.relevance * self.question_penalty
+            } else {
+                0.0
+            },
             // Not computed at weight 0 (an exp2 per scored event).
             recency: if w.recency == 0.0 {
                 0.0
@@ -254,6 +282,7 @@ mod tests {
             occurred_ms: 1_000 * DAY - days_ago * DAY,
             trust,
             confidence: Confidence::High,
+            asks: false,
         }
     }
 
@@ -280,11 +309,52 @@ mod tests {
     }
 
     #[test]
+    fn a_text_asks_when_it_ends_in_a_question() {
+        assert!(asks("Nice! What's your best camping memory?"));
+        assert!(asks("Where did you go?  \n"));
+        assert!(asks("\u{4f60}\u{53bb}\u{54ea}\u{513f}\u{4e86}\u{ff1f}"));
+        assert!(!asks("Did you go? We went to the beach."));
+        assert!(!asks("We went camping [shares a photo]"));
+        assert!(!asks(""));
+    }
+
+    #[test]
+    fn a_question_ranks_below_the_same_match_stated() {
+        let cfg = RankConfig::default();
+        let now = 1_000 * DAY;
+        let sig = Signals::cosine(0.6);
+        let tells = prior(3, SourceTrust::UserProvided);
+        let asks = Prior {
+            asks: true,
+            ..tells
+        };
+        let b = cfg.explain(&sig, &asks, now);
+        let penalty = cfg.weights.relevance * cfg.question_penalty;
+        assert!((b.question + penalty).abs() < 1e-6);
+        assert_eq!(
+            cfg.explain(&sig, &tells, now).question.to_bits(),
+            0.0f32.to_bits()
+        );
+        assert!((cfg.score(&sig, &tells, now) - b.score() - penalty).abs() < 1e-6);
+        let off = RankConfig {
+            question_penalty: 0.0,
+            ..cfg.clone()
+        };
+        assert_eq!(
+            off.explain(&sig, &asks, now).question.to_bits(),
+            0.0f32.to_bits()
+        );
+    }
+
+    #[test]
     fn breakdown_sums_to_score() {
         let cfg = RankConfig::default();
         let now = 1_000 * DAY;
         for (cos, days) in [(0.9f32, 0i64), (0.1, 50), (-0.3, 400)] {
-            let p = prior(days, SourceTrust::ToolResult);
+            let p = Prior {
+                asks: days == 400,
+                ..prior(days, SourceTrust::ToolResult)
+            };
             let sig = Signals {
                 cosine: cos,
                 bm25: 3.0,
@@ -295,7 +365,9 @@ mod tests {
                 date: days == 50,
             };
             let b = cfg.explain(&sig, &p, now);
+            assert_eq!(b.question < 0.0, days == 400);
             let parts = b.relevance + b.lexical + b.context + b.episode + b.actor + b.date;
+            let parts = parts + b.question;
             let parts = parts + b.recency + b.trust + b.confidence;
             assert!((b.score() - parts).abs() < 1e-6);
             assert!((b.score() - cfg.score(&sig, &p, now)).abs() < 1e-6);

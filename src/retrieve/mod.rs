@@ -751,7 +751,7 @@ fn probe_count(
 
 /// `heads` in id order without repeats, and the bounds of those among the first
 /// `bounds.len()` (`bounds[i]` bounds `heads[i]`), by id. Sorts 8-byte keys rather than
-/// 72-byte heads.
+/// 80-byte heads.
 fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
     let mut keys: Vec<u64> = heads
         .iter()

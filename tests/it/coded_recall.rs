@@ -94,7 +94,8 @@ fn body(rng: &mut StdRng, i: usize) -> serde_json::Value {
         "actorId": actor,
         "projectId": project,
         "resourceRefs": [format!("r{i}")],
-        "summary": format!("{} and {} note {i}", WORDS[rng.gen_range(0..WORDS.len())], WORDS[rng.gen_range(0..WORDS.len())]),
+        // Every fourth asks, so the bounds carry the question penalty too.
+        "summary": format!("{} and {} note {i}{}", WORDS[rng.gen_range(0..WORDS.len())], WORDS[rng.gen_range(0..WORDS.len())], if i.is_multiple_of(4) { "?" } else { "" }),
         "sourceRefs": [source],
         "sourceTrust": TRUST[rng.gen_range(0..TRUST.len())],
         "confidence": CONFIDENCE[rng.gen_range(0..CONFIDENCE.len())],

@@ -223,13 +223,14 @@ pub fn event(actor: &str, summary: &str, occurred_at: &str) -> Value {
 }
 
 /// The weighted parts of a recall hit's `scoreBreakdown`, which sum to its `score`.
-pub const BREAKDOWN_PARTS: [&str; 9] = [
+pub const BREAKDOWN_PARTS: [&str; 10] = [
     "relevance",
     "lexical",
     "context",
     "episode",
     "actor",
     "date",
+    "question",
     "recency",
     "trust",
     "confidence",

@@ -1,10 +1,13 @@
 //! Hybrid recall with the real model: BM25, a named actor and episode context each show in
 //! the score breakdown, lift the event they should, and a deleted event stops lending its
-//! neighbours relevance at once.
+//! neighbours relevance at once. A turn that asks ranks below the turn that answers it.
 
+use std::path::Path;
+
+use episodic::engine::EngineConfig;
 use serde_json::{json, Value};
 
-use crate::common::{event, with, App, BREAKDOWN_PARTS};
+use crate::common::{config, event, with, App, BREAKDOWN_PARTS};
 
 const T0: &str = "2026-05-08T13:56:00Z";
 
@@ -152,6 +155,50 @@ async fn a_date_the_query_names_lifts_the_event_of_that_date_and_shows_in_the_br
     let recall = ask("What did Melanie paint?").await;
     for h in recall["results"].as_array().expect("results") {
         assert_eq!(part(h, "date"), 0.0, "{h}");
+    }
+}
+
+fn without_question_penalty(dir: &Path) -> EngineConfig {
+    let mut c = config(dir);
+    c.rank.question_penalty = 0.0;
+    c
+}
+
+const ASKS: &str = "Wow, that's so cool! Which lake did you camp at with the kids?";
+const TELLS: &str = "We camped at Lake Tahoe with the kids, roasting marshmallows by the fire.";
+
+/// A question turn and the turn that answers it, recalled with the question's own words.
+async fn question_and_answer(cfg: fn(&Path) -> EngineConfig) -> Value {
+    let app = App::open_in(tempfile::tempdir().expect("tempdir"), cfg);
+    let key = app.key("acme").await;
+    let rows = [
+        ("Caroline", ASKS, "2026-05-08T13:56:00Z", "s1"),
+        ("Melanie", TELLS, "2026-05-08T13:56:30Z", "s1"),
+    ];
+    write_turns(&app, &key, &rows).await;
+    app.engine.refresh().await.expect("refresh");
+    let query = json!({"query": "Which lake did they camp at with the kids?", "limit": 2});
+    app.recall(&key, query).await
+}
+
+#[tokio::test]
+async fn a_turn_that_asks_ranks_below_the_turn_that_answers_and_shows_why() {
+    // Without the penalty the question, which repeats the query's words, ranks first.
+    let off = question_and_answer(without_question_penalty).await;
+    assert_eq!(off["results"][0]["event"]["summary"], ASKS, "{off}");
+    assert_eq!(part(hit(&off, ASKS), "question"), 0.0, "{off}");
+
+    let on = question_and_answer(config).await;
+    assert_eq!(on["results"][0]["event"]["summary"], TELLS, "{on}");
+    let asked = hit(&on, ASKS);
+    assert!(part(asked, "question") < 0.0, "{asked}");
+    assert_eq!(part(hit(&on, TELLS), "question"), 0.0, "{on}");
+    for h in on["results"].as_array().expect("results") {
+        let sum: f64 = BREAKDOWN_PARTS.iter().map(|p| part(h, p)).sum();
+        assert!(
+            (sum - h["score"].as_f64().expect("score")).abs() < 1e-4,
+            "{h}"
+        );
     }
 }
 

@@ -280,7 +280,7 @@
 
   // ---------- recall ----------
 
-  const COMPONENTS = ['relevance', 'lexical', 'context', 'episode', 'actor', 'date', 'recency', 'trust', 'confidence'];
+  const COMPONENTS = ['relevance', 'lexical', 'context', 'episode', 'actor', 'date', 'question', 'recency', 'trust', 'confidence'];
 
   function list(v) {
     const s = v.trim();
@@ -324,6 +324,7 @@
       episode: 'how well the best-matching event of its episode (same source, close in time; itself included) matches, weighted',
       actor: 'the query names the actor ' + (hit.event ? hit.event.actorId : ''),
       date: 'the query names the date of occurredAt ' + (hit.event ? hit.event.occurredAt : ''),
+      question: 'its text ends in a question: it asks rather than tells (never positive)',
       recency: 'age of occurredAt ' + (hit.event ? hit.event.occurredAt : ''),
       trust: 'source trust: ' + (hit.event ? hit.event.sourceTrust : ''),
       confidence: 'writer confidence: ' + (hit.event ? hit.event.confidence : ''),
