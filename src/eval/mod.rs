@@ -750,7 +750,7 @@ pub(crate) fn render_arms<'a>(
     all_ks: &[usize],
 ) -> String {
     let mut out = render_table(
-        "default ranking (dense + BM25 + actor names + episode context and best + dates, with priors)",
+        "default ranking (dense + BM25 + actor names + episode context and best + dates + question penalty, with priors)",
         &order(ranking),
         ks,
         all_ks,

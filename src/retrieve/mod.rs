@@ -1155,7 +1155,8 @@ fn survivors(
     let rank = ctx.rank;
     let n = bounds.len();
     // The score is `base + α·cosine⁺ + β·context + γ·episode`, where `base` holds everything
-    // that does not depend on a cosine (lexical, actor, date, recency, trust, confidence).
+    // that does not depend on a cosine (lexical, actor, date, question, recency, trust,
+    // confidence).
     let w = rank.weights.relevance;
     let (alpha, beta) = (w * (1.0 - rank.lexical_share), w * rank.context_weight);
     let gamma = w * rank.episode_weight;
