@@ -10,7 +10,7 @@
 //! one see a consistent event.
 //!
 //! Next to every slot the table keeps a [`Head`]: the few facts recall filters and ranks by,
-//! copied into one dense array, so that a broad scope reads 80 bytes per candidate from
+//! copied into one dense array, so that a broad scope reads 72 bytes per candidate from
 //! contiguous memory instead of following a pointer to each entry. `heads[doc]` always
 //! describes `slots[doc]` (both change only in `place`); actor and project strings are
 //! numbered once (per table, never reused), so equal numbers mean equal strings. Sources are
@@ -137,10 +137,8 @@ pub struct Head {
     pub trust: SourceTrust,
     /// Confidence.
     pub confidence: Confidence,
-    /// Privacy class.
-    pub privacy: PrivacyClass,
-    /// Whether its text ends in a question ([`asks`]).
-    pub asks: bool,
+    /// Privacy class and whether its text asks a question.
+    pub marks: Marks,
     /// `occurredAt` (unix ms).
     pub occurred_ms: i64,
     /// `recordedAt` ([`Timestamp::unix_nanos_saturating`]).
@@ -148,7 +146,7 @@ pub struct Head {
     /// Retention expiry (saturating unix ns), `i64::MAX` when it never expires.
     pub expires_ns: i64,
     /// When it was superseded (saturating unix ns), `i64::MIN` when not or not known (plain
-    /// integers rather than options keep a head at 80 bytes).
+    /// integers rather than options keep a head at 72 bytes).
     pub superseded_ns: i64,
 }
 
@@ -167,8 +165,7 @@ impl Head {
             status: EventStatus::PendingReview,
             trust: SourceTrust::UntrustedContent,
             confidence: Confidence::Low,
-            privacy: PrivacyClass::Sensitive,
-            asks: false,
+            marks: Marks::new(PrivacyClass::Sensitive, false),
             occurred_ms: 0,
             recorded_ns: 0,
             expires_ns: i64::MIN,
@@ -182,8 +179,40 @@ impl Head {
             occurred_ms: self.occurred_ms,
             trust: self.trust,
             confidence: self.confidence,
-            asks: self.asks,
+            asks: self.marks.asks(),
         }
+    }
+}
+
+/// A head's privacy class and whether its event's text ends in a question ([`asks`]), in one
+/// byte: the flag would otherwise grow a head from 72 to 80 bytes, 11% more to read per
+/// candidate of a broad scope. Bits 0–1: the class, least to most restricted (the order of
+/// [`PrivacyClass::ALL`]); bit 2: asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marks(u8);
+
+impl Marks {
+    const ASKS: u8 = 0b100;
+
+    /// The marks of an event of class `privacy` whose text asks or not.
+    pub fn new(privacy: PrivacyClass, asks: bool) -> Self {
+        let class = match privacy {
+            PrivacyClass::Public => 0,
+            PrivacyClass::Internal => 1,
+            PrivacyClass::Private => 2,
+            PrivacyClass::Sensitive => 3,
+        };
+        Marks(class | if asks { Self::ASKS } else { 0 })
+    }
+
+    /// The privacy class.
+    pub fn privacy(self) -> PrivacyClass {
+        PrivacyClass::ALL[usize::from(self.0 & 0b11)]
+    }
+
+    /// Whether the event's text ends in a question.
+    pub fn asks(self) -> bool {
+        self.0 & Self::ASKS != 0
     }
 }
 
@@ -569,8 +598,7 @@ impl Table {
             status: ev.status,
             trust: ev.source_trust,
             confidence: ev.confidence,
-            privacy: ev.privacy_class,
-            asks: asks(&ev.summary),
+            marks: Marks::new(ev.privacy_class, asks(&ev.summary)),
             occurred_ms: e.occurred_ms,
             recorded_ns: ev.recorded_at.unix_nanos_saturating(),
             expires_ns: ev
@@ -1085,7 +1113,18 @@ pub(super) mod tests {
 
     #[test]
     fn a_head_stays_small() {
-        assert_eq!(std::mem::size_of::<Head>(), 80);
+        assert_eq!(std::mem::size_of::<Head>(), 72);
+    }
+
+    #[test]
+    fn marks_keep_every_privacy_class_and_the_question_flag() {
+        assert_eq!(PrivacyClass::ALL.len(), 4, "two bits hold the class");
+        for p in PrivacyClass::ALL {
+            for asks in [false, true] {
+                let m = Marks::new(p, asks);
+                assert_eq!((m.privacy(), m.asks()), (p, asks));
+            }
+        }
     }
 
     #[test]

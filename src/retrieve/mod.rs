@@ -391,7 +391,7 @@ impl Access {
     /// Whether the grant may see the event (tenant, actor, privacy class).
     fn allows(&self, h: &Head) -> bool {
         h.tenant == self.tenant
-            && h.privacy <= self.max_privacy
+            && h.marks.privacy() <= self.max_privacy
             && self
                 .actors
                 .as_ref()
@@ -751,7 +751,7 @@ fn probe_count(
 
 /// `heads` in id order without repeats, and the bounds of those among the first
 /// `bounds.len()` (`bounds[i]` bounds `heads[i]`), by id. Sorts 8-byte keys rather than
-/// 80-byte heads.
+/// 72-byte heads.
 fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
     let mut keys: Vec<u64> = heads
         .iter()
