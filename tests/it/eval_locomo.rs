@@ -8,7 +8,7 @@
 use episodic::eval::locomo::{evaluate, Options};
 use episodic::eval::metrics::OVERALL;
 
-use crate::common::{model_dir, shared_data};
+use crate::common::{arm_recall, assert_floors, assert_lifts, model_dir, shared_data};
 
 #[test]
 fn locomo_first_conversation_meets_recall_floor() {
@@ -26,61 +26,23 @@ fn locomo_first_conversation_meets_recall_floor() {
     assert_eq!(report.counts.scored, 197);
 
     let ranking = &report.ranking[OVERALL].recall;
-    let floors = [(5, 0.69), (10, 0.81), (25, 0.90), (50, 0.95)];
-    for (k, floor) in floors {
-        assert!(
-            ranking[&k] >= floor,
-            "recall@{k} {:.3} fell below {floor}",
-            ranking[&k]
-        );
-    }
-    let arms = report.ablation.as_ref().expect("ablation requested");
-    let arm = |name: &str| {
-        &arms
-            .iter()
-            .find(|a| a.name == name)
-            .unwrap_or_else(|| panic!("ablation arm {name}"))
-            .groups[OVERALL]
-            .recall
-    };
-    let dense = arm("dense");
-    for k in [5, 10, 25, 50] {
-        assert!(
-            ranking[&k] > dense[&k],
-            "the default ranking ({:.3}) must beat dense alone ({:.3}) at {k}",
-            ranking[&k],
-            dense[&k]
-        );
-    }
+    assert_floors(ranking, &[(5, 0.69), (10, 0.81), (25, 0.90), (50, 0.95)]);
+    let arms = report.ablation.as_deref().expect("ablation requested");
+    let arm = |name: &str| arm_recall(arms, name);
+    assert_lifts(
+        "the default ranking over dense alone",
+        ranking,
+        arm("dense"),
+        &[5, 10, 25, 50],
+    );
     // The episode-best signal (conv-26: 80.8 / 91.4 / 95.9 against 79.1 / 89.1 / 94.1 without it).
     let episode = arm("dense+bm25+actor+context+episode");
     let context = arm("dense+bm25+actor+context");
-    for k in [10, 25, 50] {
-        assert!(
-            episode[&k] > context[&k],
-            "the episode signal must lift recall@{k}: {:.3} against {:.3} without it",
-            episode[&k],
-            context[&k]
-        );
-    }
+    assert_lifts("the episode signal", episode, context, &[10, 25, 50]);
     // Questions naming a date (conv-26: 70.7 / 82.4 against 69.7 / 80.8 without the signal).
     let date = arm("dense+bm25+actor+context+episode+date");
-    for k in [5, 10] {
-        assert!(
-            date[&k] > episode[&k],
-            "the date signal must lift recall@{k}: {:.3} against {:.3} without it",
-            date[&k],
-            episode[&k]
-        );
-    }
+    assert_lifts("the date signal", date, episode, &[5, 10]);
     // Turns that ask (conv-26: 71.1 / 83.1 / 91.9 / 96.2 against 70.7 / 82.4 / 91.4 / 95.9
     // without the penalty).
-    for k in [5, 10, 25, 50] {
-        assert!(
-            ranking[&k] > date[&k],
-            "the question penalty must lift recall@{k}: {:.3} against {:.3} without it",
-            ranking[&k],
-            date[&k]
-        );
-    }
+    assert_lifts("the question penalty", ranking, date, &[5, 10, 25, 50]);
 }

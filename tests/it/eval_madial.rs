@@ -6,7 +6,7 @@
 use episodic::eval::madial::{evaluate, Options};
 use episodic::eval::metrics::OVERALL;
 
-use crate::common::{model_dir, shared_data};
+use crate::common::{arm_recall, assert_floors, assert_lifts, model_dir, shared_data};
 
 #[test]
 fn madial_english_meets_recall_floor() {
@@ -25,26 +25,12 @@ fn madial_english_meets_recall_floor() {
 
     // Measured: 34.8 / 56.7 / 65.6 / 80.4.
     let ranking = &report.ranking[OVERALL].recall;
-    for (k, floor) in [(1, 0.33), (3, 0.55), (5, 0.64), (10, 0.79)] {
-        assert!(
-            ranking[&k] >= floor,
-            "recall@{k} {:.3} fell below {floor}",
-            ranking[&k]
-        );
-    }
-    let arms = report.ablation.as_ref().expect("ablation requested");
-    let dense = &arms
-        .iter()
-        .find(|a| a.name == "dense")
-        .expect("dense arm")
-        .groups[OVERALL]
-        .recall;
-    for k in [1, 3, 5, 10] {
-        assert!(
-            ranking[&k] > dense[&k],
-            "the default ranking ({:.3}) must beat dense alone ({:.3}) at {k}",
-            ranking[&k],
-            dense[&k]
-        );
-    }
+    assert_floors(ranking, &[(1, 0.33), (3, 0.55), (5, 0.64), (10, 0.79)]);
+    let arms = report.ablation.as_deref().expect("ablation requested");
+    assert_lifts(
+        "the default ranking over dense alone",
+        ranking,
+        arm_recall(arms, "dense"),
+        &[1, 3, 5, 10],
+    );
 }

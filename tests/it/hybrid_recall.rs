@@ -7,7 +7,7 @@ use std::path::Path;
 use episodic::engine::EngineConfig;
 use serde_json::{json, Value};
 
-use crate::common::{config, event, with, App, BREAKDOWN_PARTS};
+use crate::common::{assert_parts_sum_to_score, config, event, with, App};
 
 const T0: &str = "2026-05-08T13:56:00Z";
 
@@ -98,11 +98,7 @@ async fn breakdown_shows_lexical_actor_and_context_and_sums_to_score() {
         "a neighbour of the match gains more than a turn of another session: {reply} {other}"
     );
     for h in recall["results"].as_array().expect("results") {
-        let sum: f64 = BREAKDOWN_PARTS.iter().map(|p| part(h, p)).sum();
-        assert!(
-            (sum - h["score"].as_f64().expect("score")).abs() < 1e-4,
-            "{h}"
-        );
+        assert_parts_sum_to_score(h);
     }
 }
 
@@ -144,11 +140,7 @@ async fn a_date_the_query_names_lifts_the_event_of_that_date_and_shows_in_the_br
             assert_eq!(part(other, "date"), 0.0, "{query}: {other}");
         }
         for h in results {
-            let sum: f64 = BREAKDOWN_PARTS.iter().map(|p| part(h, p)).sum();
-            assert!(
-                (sum - h["score"].as_f64().expect("score")).abs() < 1e-4,
-                "{h}"
-            );
+            assert_parts_sum_to_score(h);
         }
     }
     // No date named: no event gains one.
@@ -194,11 +186,7 @@ async fn a_turn_that_asks_ranks_below_the_turn_that_answers_and_shows_why() {
     assert!(part(asked, "question") < 0.0, "{asked}");
     assert_eq!(part(hit(&on, TELLS), "question"), 0.0, "{on}");
     for h in on["results"].as_array().expect("results") {
-        let sum: f64 = BREAKDOWN_PARTS.iter().map(|p| part(h, p)).sum();
-        assert!(
-            (sum - h["score"].as_f64().expect("score")).abs() < 1e-4,
-            "{h}"
-        );
+        assert_parts_sum_to_score(h);
     }
 }
 
