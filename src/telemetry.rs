@@ -34,6 +34,8 @@ pub const EMBED_SECONDS: &str = "episodic_embed_seconds";
 pub const WRITE_QUEUE: &str = "episodic_write_queue_depth";
 /// Write-policy decisions by outcome (`allow`, `review`, `deny`).
 pub const POLICY_DECISIONS: &str = "episodic_policy_decisions_total";
+/// Failed scope-index commits, updates and repairs.
+pub const SCOPE_INDEX_FAILURES: &str = "episodic_scope_index_failures_total";
 
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -76,6 +78,10 @@ fn describe() {
     );
     metrics::describe_gauge!(WRITE_QUEUE, "writer commands waiting or in progress");
     metrics::describe_counter!(POLICY_DECISIONS, "write-policy decisions by outcome");
+    metrics::describe_counter!(
+        SCOPE_INDEX_FAILURES,
+        "failed scope index commits, updates and repairs"
+    );
 }
 
 /// Records one finished HTTP request.
@@ -124,6 +130,11 @@ pub fn policy_decision(outcome: &'static str) {
     metrics::counter!(POLICY_DECISIONS, "outcome" => outcome).increment(1);
 }
 
+/// Records a failed scope-index commit, update or repair.
+pub fn scope_index_failure() {
+    metrics::counter!(SCOPE_INDEX_FAILURES).increment(1);
+}
+
 /// The scrape body: recorded metrics plus engine gauges read now.
 pub fn render(engine: Option<&Engine>) -> String {
     let mut out = init().render();
@@ -148,6 +159,12 @@ fn engine_gauges(engine: &Engine) -> String {
         "episodic_hnsw_vectors",
         "vectors in the HNSW graph",
         stats.hnsw_len as f64,
+    );
+    gauge(
+        &mut s,
+        "episodic_scope_index_degraded",
+        "1 while the scope index is behind the log after a failed commit (fresh events are answered from memory)",
+        f64::from(u8::from(engine.scope_health().degraded().is_some())),
     );
     let sizes = [
         ("log", dir_bytes(paths.log.parent().unwrap_or(&paths.log))),

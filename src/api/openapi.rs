@@ -140,10 +140,12 @@ pub enum Unavailable {
 /// `GET /healthz` and `GET /readyz`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok` or `ready`.
+    /// `ok` (liveness), `ready`, or `degraded` (ready, but an index is behind the log after a
+    /// failed commit: answers stay complete, fresh events are matched in memory meanwhile).
     pub status: String,
-    /// Live events (readiness only).
-    pub events: Option<usize>,
+    /// Readiness only: each index's state, `ok` or `degraded` (`{"scope": "ok"}`).
+    #[schema(value_type = Option<Object>)]
+    pub indexes: Option<serde_json::Value>,
 }
 
 /// The answer to an accepted write.

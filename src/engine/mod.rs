@@ -20,6 +20,7 @@ mod open;
 mod partitions;
 mod replay;
 mod review;
+mod scope_sync;
 mod table;
 mod writer;
 
@@ -40,6 +41,7 @@ pub use observe::Observation;
 pub use partitions::Partitioned;
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
+pub use scope_sync::ScopeHealth;
 pub use table::{
     Changed, Entry, Head, HeadFilter, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE,
 };
@@ -163,8 +165,10 @@ pub struct Shared {
     pub partition_building: AtomicBool,
     /// The tantivy scope index.
     pub scope: ScopeIndex,
-    /// Internal ids below this are committed in `scope`.
+    /// Internal ids below this are committed in `scope` (see [`scope_sync`]).
     pub watermark: AtomicUsize,
+    /// Whether `scope` is in step with the log, and what a repair must apply again.
+    pub scope_health: ScopeHealth,
     /// The audit trail: its log file plus a sparse, bounded index over it.
     pub audit: AuditTrail,
     /// File locations.
@@ -206,7 +210,9 @@ pub struct WriteOutcome {
     pub replayed: bool,
 }
 
-/// Applies one logged put to the table, vectors and (optionally) the indexes.
+/// Applies one logged put to the table, vectors and (optionally) the indexes. The event is
+/// in the table whatever the indexes do: an index failure degrades that index (see
+/// [`scope_sync`]) and never hides an acknowledged event.
 pub(crate) fn apply_put(
     shared: &Shared,
     seq: u64,
@@ -238,20 +244,21 @@ pub(crate) fn apply_put(
         topic: NONE,
         tenant: 0,
     };
-    if index {
-        shared
-            .scope
-            .add(&entry.scope_doc())
-            .map_err(|e| e.to_string())?;
-        if shared.hnsw_enabled {
-            shared
-                .hnsw
-                .load()
-                .insert(doc, &put.vector)
-                .map_err(|e| e.to_string())?;
-        }
-    }
     table.push(entry);
+    if !index {
+        return Ok(());
+    }
+    if let Some(entry) = table.get(doc) {
+        scope_sync::index_put(shared, entry);
+    }
+    drop(table);
+    if shared.hnsw_enabled {
+        shared
+            .hnsw
+            .load()
+            .insert(doc, &put.vector)
+            .map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 
@@ -274,9 +281,7 @@ pub(crate) fn apply_delete(shared: &Shared, rec: &DeleteRecord, index: bool) -> 
     for id in &rec.event_ids {
         if let Some(entry) = table.delete(&rec.tenant_id, id, rec.deleted_at) {
             if index {
-                if let Err(e) = shared.scope.delete(entry.doc) {
-                    tracing::error!(error = %e, "scope index delete failed");
-                }
+                scope_sync::index_delete(shared, entry.doc);
             }
             removed.push(entry);
         }
@@ -372,6 +377,11 @@ impl Engine {
                 .as_ref()
                 .map_or(0, |p| p.index.upto() as usize),
         }
+    }
+
+    /// Whether the scope index is in step with the log (`/readyz`, `/metrics`).
+    pub fn scope_health(&self) -> &ScopeHealth {
+        &self.shared.scope_health
     }
 
     /// Validates, decides, embeds and durably stores one event.

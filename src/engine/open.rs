@@ -24,7 +24,7 @@ use crate::audit::trail::{frame_offsets, Placed, FRAME_HEADER_LEN};
 use crate::audit::{AuditStamp, AuditTrail};
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
-use crate::index::scope::{ScopeIndex, ScopeIndexError};
+use crate::index::scope::{CommitMark, ScopeIndex, ScopeIndexError};
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::store::log::{Log, LogRecord, Recovered};
 use crate::store::record::{decode, Record};
@@ -48,6 +48,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         partition_building: std::sync::atomic::AtomicBool::new(false),
         scope,
         watermark: AtomicUsize::new(0),
+        scope_health: Default::default(),
         audit,
         paths: paths.clone(),
     });
@@ -69,10 +70,15 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     }
     attach_hnsw(&shared, &config, last_seq)?;
     let next_doc = shared.table.read().next_doc() as usize;
+    let mark = CommitMark {
+        last_seq: last_seq.unwrap_or(0),
+        audit_seq: Some(audit_log.next_seq().saturating_sub(1)),
+    };
     shared
         .scope
-        .commit(last_seq.unwrap_or(0))
+        .commit_marked(mark)
         .context("committing the scope index after replay")?;
+    verify_scope(&shared, mark)?;
     shared
         .watermark
         .store(next_doc, std::sync::atomic::Ordering::Release);
@@ -168,6 +174,35 @@ fn open_scope(paths: &Paths) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
     std::fs::create_dir_all(&paths.scope)?;
     let (index, _) = ScopeIndex::open(&paths.scope).context("creating a fresh scope index")?;
     Ok((index, None))
+}
+
+/// Compares the committed scope index with the table's live events and rebuilds it when
+/// they differ: an index that lost events (a failed commit before a crash, a damaged or
+/// hand-edited directory) or kept deleted ones never survives a start.
+fn verify_scope(shared: &Shared, mark: CommitMark) -> anyhow::Result<()> {
+    let want = super::scope_sync::table_fingerprint(&shared.table.read());
+    let have = shared.scope.fingerprint();
+    if have == want {
+        return Ok(());
+    }
+    tracing::warn!(
+        index_events = have.docs,
+        log_events = want.docs,
+        "scope index disagrees with the log; rebuilding it"
+    );
+    rebuild_scope(shared)?;
+    shared
+        .scope
+        .commit_marked(mark)
+        .context("committing the rebuilt scope index")?;
+    let have = shared.scope.fingerprint();
+    anyhow::ensure!(
+        have == want,
+        "the rebuilt scope index holds {} events, the log {}",
+        have.docs,
+        want.docs
+    );
+    Ok(())
 }
 
 /// Replaces the scope index's contents with the table's live entries (the index recorded a

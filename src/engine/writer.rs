@@ -9,7 +9,6 @@
 //! are durable before the next batch starts.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -151,7 +150,7 @@ pub struct Writer {
     pub(super) audit_log: Log,
     pub(super) pending_audit: Vec<AuditEntry>,
     pub(super) config: WriterConfig,
-    last_commit: Instant,
+    pub(super) last_commit: Instant,
     pub(super) last_sweep: Instant,
     pub(super) unsaved_hnsw: usize,
 }
@@ -200,6 +199,7 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => self.idle(),
                 Err(RecvTimeoutError::Disconnected) => {
                     self.flush();
+                    self.shared.scope.close_writer();
                     return;
                 }
             }
@@ -246,6 +246,9 @@ impl Writer {
         }
         if let Some(reply) = batch.shutdown {
             self.flush();
+            // Release the index directory now: readers may keep the shared state alive
+            // after shutdown, but another process or engine must be able to open the index.
+            self.shared.scope.close_writer();
             let _ = reply.send(());
             return false;
         }
@@ -459,22 +462,6 @@ impl Writer {
             }
         }
         Ok(())
-    }
-
-    /// Commits the scope index and publishes the new watermark.
-    pub(super) fn commit_scope(&mut self) {
-        self.last_commit = Instant::now();
-        if !self.shared.scope.has_uncommitted() {
-            return;
-        }
-        let next_doc = self.shared.table.read().next_doc() as usize;
-        let last_seq = self.log.next_seq().saturating_sub(1);
-        match self.shared.scope.commit(last_seq) {
-            Ok(()) => self.shared.watermark.store(next_doc, Ordering::Release),
-            Err(e) => {
-                tracing::error!(error = %e, "scope index commit failed; fresh events stay on the in-memory path")
-            }
-        }
     }
 
     fn idle(&mut self) {

@@ -22,9 +22,14 @@
 //! - [`matches`] is the in-memory twin of [`ScopeIndex::search`]: for every
 //!   committed document, `search(f)` contains its id iff `matches(f, doc)`.
 //!   The engine uses it for fresh events that are not committed yet.
-//! - The payload of every commit is the last log sequence number applied to the
-//!   index (decimal string); [`ScopeIndex::open`] returns it so the caller can
-//!   replay the log from the next sequence.
+//! - The payload of every commit is a [`CommitMark`]: the last log sequence number
+//!   applied to the index and the audit trail's last durable sequence then (older
+//!   indexes hold a bare decimal sequence, still read). [`ScopeIndex::open`] returns
+//!   the log sequence so the caller can replay the log from the next one.
+//! - A failed commit drops the writer and every operation buffered since the last
+//!   successful commit (tantivy loses them, and its writer would index nothing more):
+//!   until [`ScopeIndex::reopen_writer`], updates fail loudly rather than vanish, and
+//!   [`ScopeIndex::fingerprint`] lets the caller prove the committed ids right.
 //! - The index is derived data: it may be deleted at any time and rebuilt from
 //!   the log. A corrupt or unreadable index is reported as an error from
 //!   [`ScopeIndex::open`] and the caller rebuilds it.
@@ -234,10 +239,87 @@ fn build_schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
-/// Writer plus the "has uncommitted operations" flag, guarded together.
+/// Writer plus the "has uncommitted operations" flag, guarded together. `writer` is `None`
+/// after a failed commit until [`ScopeIndex::reopen_writer`] succeeds: tantivy drops the
+/// operations of a failed commit and its indexing threads with them, so that writer is
+/// never used again.
 struct WriterState {
-    writer: IndexWriter,
+    writer: Option<IndexWriter>,
     dirty: bool,
+}
+
+/// What a commit records about the logs it reflects (its payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CommitMark {
+    /// The last event-log sequence applied to the index.
+    pub last_seq: u64,
+    /// The last audit-log sequence that was durable when the commit was made (`None` for an
+    /// index committed before audit sequences were recorded).
+    pub audit_seq: Option<u64>,
+}
+
+impl CommitMark {
+    /// The payload text: `{"lastSeq":N,"auditSeq":M}`.
+    fn payload(&self) -> String {
+        match self.audit_seq {
+            Some(a) => format!("{{\"lastSeq\":{},\"auditSeq\":{a}}}", self.last_seq),
+            None => format!("{{\"lastSeq\":{}}}", self.last_seq),
+        }
+    }
+
+    /// Reads a payload: the JSON form, or the bare decimal sequence of older indexes.
+    fn parse(text: &str) -> Option<CommitMark> {
+        let text = text.trim();
+        if let Ok(last_seq) = text.parse::<u64>() {
+            return Some(CommitMark {
+                last_seq,
+                audit_seq: None,
+            });
+        }
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        Some(CommitMark {
+            last_seq: v.get("lastSeq")?.as_u64()?,
+            audit_seq: match v.get("auditSeq") {
+                None => None,
+                Some(a) => Some(a.as_u64()?),
+            },
+        })
+    }
+}
+
+/// The committed documents in brief: how many, and an order-free hash of their internal
+/// ids ([`fingerprint_of`]). Two sets of ids with equal fingerprints are equal but with
+/// negligible probability, so comparing the index's with the table's detects any event the
+/// index lacks, holds twice, or holds after its deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fingerprint {
+    /// Documents.
+    pub docs: u64,
+    /// Wrapping sum of each id's mix.
+    pub hash: u64,
+}
+
+impl Fingerprint {
+    /// Adds one internal id.
+    pub fn add(&mut self, doc: u32) {
+        self.docs += 1;
+        self.hash = self.hash.wrapping_add(mix(doc));
+    }
+}
+
+/// The fingerprint of a set of internal ids.
+pub fn fingerprint_of(docs: impl IntoIterator<Item = u32>) -> Fingerprint {
+    let mut f = Fingerprint::default();
+    docs.into_iter().for_each(|d| f.add(d));
+    f
+}
+
+/// A 64-bit mix of an id (splitmix64's finalizer), so sums of distinct sets rarely collide.
+fn mix(doc: u32) -> u64 {
+    let mut z = u64::from(doc).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Scope index over one directory. `Send + Sync`; share it through an `Arc`.
@@ -284,7 +366,7 @@ impl ScopeIndex {
             let msg = format!("checksum mismatch in {}", damaged.join(", "));
             return Err(err(&msg));
         }
-        let last_seq = read_payload(&index, &path)?;
+        let last_seq = read_payload(&index, &path)?.map(|m| m.last_seq);
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -299,7 +381,7 @@ impl ScopeIndex {
             index,
             reader,
             writer: Mutex::new(WriterState {
-                writer,
+                writer: Some(writer),
                 dirty: false,
             }),
             fields,
@@ -308,15 +390,17 @@ impl ScopeIndex {
         Ok((scope, last_seq))
     }
 
-    /// Buffers `doc` for indexing; visible to searches after [`Self::commit`].
+    /// Buffers `doc` for indexing; visible to searches after [`Self::commit`]. A failure
+    /// (tantivy's indexing thread died) closes the writer like a failed commit.
     pub fn add(&self, doc: &ScopeDoc<'_>) -> Result<(), ScopeIndexError> {
         let document = self.to_document(doc);
         let mut state = self.writer.lock();
-        state
-            .writer
-            .add_document(document)
-            .map_err(|e| self.err(e))?;
         state.dirty = true;
+        let writer = self.live_writer(&mut state)?;
+        if let Err(e) = writer.add_document(document) {
+            state.writer = None;
+            return Err(self.err(e));
+        }
         Ok(())
     }
 
@@ -327,33 +411,117 @@ impl ScopeIndex {
     pub fn delete(&self, doc: u32) -> Result<(), ScopeIndexError> {
         let term = Term::from_field_u64(self.fields.doc, u64::from(doc));
         let mut state = self.writer.lock();
-        state.writer.delete_term(term);
         state.dirty = true;
+        self.live_writer(&mut state)?.delete_term(term);
         Ok(())
     }
 
     /// Removes every document (visible after commit); documents added afterwards are kept.
     pub fn clear(&self) -> Result<(), ScopeIndexError> {
         let mut state = self.writer.lock();
-        state
-            .writer
-            .delete_all_documents()
-            .map_err(|e| self.err(e))?;
         state.dirty = true;
+        let writer = self.live_writer(&mut state)?;
+        if let Err(e) = writer.delete_all_documents() {
+            state.writer = None;
+            return Err(self.err(e));
+        }
         Ok(())
     }
 
-    /// Commits with payload = `last_seq` (decimal string), then reloads the
-    /// reader so searches see it. Returns when the commit is searchable.
+    /// Commits with payload = `last_seq`, then reloads the reader so searches see it.
+    /// Returns when the commit is searchable.
     pub fn commit(&self, last_seq: u64) -> Result<(), ScopeIndexError> {
+        self.commit_marked(CommitMark {
+            last_seq,
+            audit_seq: None,
+        })
+    }
+
+    /// Commits with `mark` as the payload, then reloads the reader so searches see it.
+    ///
+    /// On failure the writer is dropped, and with it every operation since the last
+    /// successful commit (tantivy loses them anyway, and its writer then silently indexes
+    /// nothing more): the caller must [`Self::reopen_writer`] and apply those operations
+    /// again. Nothing is committed by a failed call.
+    pub fn commit_marked(&self, mark: CommitMark) -> Result<(), ScopeIndexError> {
         let mut state = self.writer.lock();
-        let mut prepared = state.writer.prepare_commit().map_err(|e| self.err(e))?;
-        prepared.set_payload(&last_seq.to_string());
-        prepared.commit().map_err(|e| self.err(e))?;
+        let writer = self.live_writer(&mut state)?;
+        let committed = writer.prepare_commit().and_then(|mut prepared| {
+            prepared.set_payload(&mark.payload());
+            prepared.commit()
+        });
+        if let Err(e) = committed {
+            state.writer = None;
+            return Err(self.err(e));
+        }
         state.dirty = false;
         self.reader.reload().map_err(|e| self.err(e))?;
-        debug!(path = %self.path, last_seq, "scope index committed");
+        debug!(path = %self.path, last_seq = mark.last_seq, "scope index committed");
         Ok(())
+    }
+
+    /// Whether the writer is usable (false after a failed commit or update, until reopened).
+    pub fn writer_ready(&self) -> bool {
+        self.writer.lock().writer.is_some()
+    }
+
+    /// Replaces the writer with a new one, dropping whatever the old one buffered (after a
+    /// failed commit or update). The index then holds exactly its last successful commit,
+    /// and nothing is buffered.
+    pub fn reopen_writer(&self) -> Result<(), ScopeIndexError> {
+        let mut state = self.writer.lock();
+        // Dropping the old writer first releases the directory lock the new one takes.
+        state.writer = None;
+        let writer = self
+            .index
+            .writer_with_num_threads(WRITER_THREADS, WRITER_MEMORY_BYTES)
+            .map_err(|e| self.err(e))?;
+        state.writer = Some(writer);
+        state.dirty = false;
+        self.reader.reload().map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Drops the writer and its directory lock (at shutdown), discarding anything not
+    /// committed. Searches keep working; updates fail until [`Self::reopen_writer`].
+    pub fn close_writer(&self) {
+        self.writer.lock().writer = None;
+    }
+
+    /// The payload of the latest commit (`None` for a never-committed index).
+    pub fn commit_mark(&self) -> Result<Option<CommitMark>, ScopeIndexError> {
+        read_payload(&self.index, &self.path)
+    }
+
+    /// The fingerprint of the committed, non-deleted documents (reads every segment's id
+    /// column once).
+    pub fn fingerprint(&self) -> Fingerprint {
+        let searcher = self.searcher();
+        let mut f = Fingerprint::default();
+        for segment in searcher.segment_readers() {
+            let column = self.columns.get(segment).ok();
+            for doc in segment.doc_ids_alive() {
+                if let Some(id) = column.as_ref().and_then(|c| internal_id(c, doc)) {
+                    f.add(id);
+                } else {
+                    // A document without a readable id can never match: count it so the
+                    // fingerprint disagrees with any table.
+                    f.docs += 1;
+                }
+            }
+        }
+        f
+    }
+
+    /// The writer, or an error naming the failed commit it was dropped after.
+    fn live_writer<'s>(
+        &self,
+        state: &'s mut WriterState,
+    ) -> Result<&'s mut IndexWriter, ScopeIndexError> {
+        state
+            .writer
+            .as_mut()
+            .ok_or_else(|| self.err("the writer is closed after a failed commit or update"))
     }
 
     /// True when adds or deletes were buffered since the last commit.
@@ -556,6 +724,7 @@ impl ScopeIndex {
     /// garbage-collects unused files. Blocking; the commit payload is kept.
     pub fn merge_all(&self) -> Result<(), ScopeIndexError> {
         let mut state = self.writer.lock();
+        let writer = self.live_writer(&mut state)?;
         for attempt in 1..=MERGE_ATTEMPTS {
             let metas = self
                 .index
@@ -565,7 +734,7 @@ impl ScopeIndex {
                 break;
             }
             let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
-            match state.writer.merge(&ids).wait() {
+            match writer.merge(&ids).wait() {
                 Ok(_) => break,
                 // A background merge may hold some of these segments: retry.
                 Err(e) if attempt < MERGE_ATTEMPTS => {
@@ -575,8 +744,7 @@ impl ScopeIndex {
                 Err(e) => return Err(self.err(e)),
             }
         }
-        state
-            .writer
+        writer
             .garbage_collect_files()
             .wait()
             .map_err(|e| self.err(e))?;
@@ -733,16 +901,14 @@ fn any_of(terms: Vec<Term>, option: IndexRecordOption) -> Box<dyn Query> {
     Box::new(BooleanQuery::new(clauses))
 }
 
-/// Reads the last log seq from the latest commit payload.
-fn read_payload(index: &Index, path: &str) -> Result<Option<u64>, ScopeIndexError> {
+/// Reads the latest commit payload.
+fn read_payload(index: &Index, path: &str) -> Result<Option<CommitMark>, ScopeIndexError> {
     let metas = index.load_metas().map_err(|e| index_error(path, e))?;
     match metas.payload {
         None => Ok(None),
-        Some(payload) => payload
-            .trim()
-            .parse::<u64>()
+        Some(payload) => CommitMark::parse(&payload)
             .map(Some)
-            .map_err(|e| index_error(path, format!("bad commit payload {payload:?}: {e}"))),
+            .ok_or_else(|| index_error(path, format!("bad commit payload {payload:?}"))),
     }
 }
 
@@ -1196,6 +1362,67 @@ mod tests {
         assert_eq!(seq, Some(42));
         assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1]);
         assert_eq!(index.num_docs(), 1);
+    }
+
+    #[test]
+    fn commit_marks_round_trip_and_older_payloads_read() {
+        let mark = CommitMark {
+            last_seq: 7,
+            audit_seq: Some(9),
+        };
+        assert_eq!(CommitMark::parse(&mark.payload()), Some(mark));
+        let bare = CommitMark {
+            last_seq: 7,
+            audit_seq: None,
+        };
+        assert_eq!(CommitMark::parse(&bare.payload()), Some(bare));
+        assert_eq!(
+            CommitMark::parse(" 12 "),
+            Some(CommitMark {
+                last_seq: 12,
+                audit_seq: None
+            })
+        );
+        assert_eq!(CommitMark::parse("{\"auditSeq\":1}"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = ScopeIndex::open(dir.path()).unwrap();
+        index.commit_marked(mark).unwrap();
+        assert_eq!(index.commit_mark().unwrap(), Some(mark));
+    }
+
+    /// A commit that fails (its directory vanished) closes the writer instead of leaving one
+    /// that indexes nothing; a reopened writer commits what is added again, and the
+    /// fingerprint shows exactly the committed ids.
+    #[test]
+    fn a_failed_commit_closes_the_writer_until_reopened() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("scope");
+        let moved = parent.path().join("moved");
+        let (index, _) = ScopeIndex::open(&dir).unwrap();
+        let evs = fixture();
+        index.add(&evs[0].as_doc()).unwrap();
+        index.commit(1).unwrap();
+        assert_eq!(index.fingerprint(), fingerprint_of([evs[0].doc]));
+        std::fs::rename(&dir, &moved).unwrap();
+        let failed = index.add(&evs[1].as_doc()).and_then(|()| index.commit(2));
+        assert!(failed.is_err(), "a commit into a missing directory fails");
+        assert!(!index.writer_ready());
+        assert!(index.add(&evs[1].as_doc()).is_err(), "no silent adds");
+        std::fs::rename(&moved, &dir).unwrap();
+        index.reopen_writer().unwrap();
+        assert!(index.writer_ready());
+        assert_eq!(index.fingerprint(), fingerprint_of([evs[0].doc]));
+        index.delete(evs[1].doc).unwrap();
+        index.add(&evs[1].as_doc()).unwrap();
+        index.commit(2).unwrap();
+        assert_eq!(
+            index.fingerprint(),
+            fingerprint_of([evs[0].doc, evs[1].doc])
+        );
+        assert_ne!(
+            index.fingerprint(),
+            fingerprint_of([evs[0].doc, evs[2].doc])
+        );
     }
 
     #[test]

@@ -154,6 +154,13 @@ fn a_full_disk_refuses_writes_cleanly_and_recovers() {
         .send()
         .expect("write");
     assert_eq!(r.status().as_u16(), 201, "writes resume once space returns");
+    let after: Value = r.json().expect("json");
+    acked.push(after["eventId"].as_str().expect("id").to_string());
+    // Every acknowledged event is in the timeline, also those whose index commit failed
+    // on the full disk (they are answered from memory until the index is repaired).
+    assert_eq!(timeline_all(&http, &base, &key), sorted(&acked));
+    wait_index_ok(&http, &base);
+    assert_eq!(timeline_all(&http, &base, &key), sorted(&acked));
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -168,10 +175,67 @@ fn a_full_disk_refuses_writes_cleanly_and_recovers() {
             .expect("get");
         assert_eq!(r.status().as_u16(), 200, "acknowledged {id} lost");
     }
+    assert_eq!(
+        timeline_all(&http, &base, &key),
+        sorted(&acked),
+        "after a restart the timeline holds every acknowledged event"
+    );
     eprintln!(
         "disk full: {} acknowledged before the disk filled, {refused} refused with 503, 0 lost",
         acked.len()
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+fn sorted(ids: &[String]) -> Vec<String> {
+    let mut v = ids.to_vec();
+    v.sort();
+    v
+}
+
+/// Every event id of the key's timeline, following cursors, sorted.
+fn timeline_all(http: &Client, base: &str, key: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/v1/timeline?limit=500");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let page: Value = http
+            .get(url)
+            .bearer_auth(key)
+            .send()
+            .expect("timeline")
+            .json()
+            .expect("json");
+        for e in page["events"].as_array().expect("events") {
+            ids.push(e["eventId"].as_str().expect("id").to_string());
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    ids.sort();
+    ids
+}
+
+/// Waits until `/readyz` reports the scope index in step with the log.
+fn wait_index_ok(http: &Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready: Value = http
+            .get(format!("{base}/readyz"))
+            .send()
+            .expect("readyz")
+            .json()
+            .expect("json");
+        if ready["indexes"]["scope"] == "ok" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "index not repaired: {ready}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

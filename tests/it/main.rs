@@ -22,6 +22,7 @@ mod http_recall;
 mod http_storage;
 mod http_write;
 mod hybrid_recall;
+mod index_faults;
 mod isolation;
 mod mcp;
 mod partitioned;
