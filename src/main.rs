@@ -39,6 +39,17 @@ enum Command {
     Mcp(McpArgs),
     /// Measure retrieval quality on a public benchmark (LoCoMo, MADial-Bench).
     Eval(episodic::eval::EvalArgs),
+    /// Check that the log and audit trail hold everything acknowledged; with
+    /// `--accept-loss`, start over from what they hold after a refused start (stop the server
+    /// first). Events known to be deleted stay deleted.
+    Recover {
+        /// Directory holding the log, indexes and keys.
+        #[arg(long, env = "EPISODIC_DATA_DIR", default_value = "./data/var")]
+        data_dir: std::path::PathBuf,
+        /// Accept the loss the report shows and make the files consistent again.
+        #[arg(long)]
+        accept_loss: bool,
+    },
     /// Physically purge deleted, erased and expired content (stop the server first).
     Compact {
         /// Directory holding the log, indexes and keys.
@@ -58,6 +69,24 @@ fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     runtime.block_on(engine.shutdown());
     let report = report.map_err(|p| anyhow::anyhow!("{p}"))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn recover(data_dir: std::path::PathBuf, accept_loss: bool) -> anyhow::Result<()> {
+    let config = episodic::engine::EngineConfig::new(data_dir);
+    let report = episodic::engine::recover(&config, accept_loss)?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    if report.nothing_lost {
+        eprintln!("nothing is missing: the log and the audit trail hold everything acknowledged");
+        return Ok(());
+    }
+    anyhow::ensure!(
+        report.applied,
+        "acknowledged records are missing (above); pass --accept-loss to start from what the files hold"
+    );
+    eprintln!(
+        "recovered: the server starts from what the files hold; the losses are in the audit trail"
+    );
     Ok(())
 }
 
@@ -110,6 +139,10 @@ fn main() -> ExitCode {
         }),
         Command::Mcp(args) => mcp(&args),
         Command::Compact { data_dir } => compact(data_dir),
+        Command::Recover {
+            data_dir,
+            accept_loss,
+        } => recover(data_dir, accept_loss),
         Command::Eval(args) => episodic::eval::run(args),
     };
     match result {

@@ -13,8 +13,10 @@ use sha2::{Digest, Sha256};
 
 use crate::model::Timestamp;
 
+pub mod keyed;
 pub mod trail;
 
+pub use keyed::Keyed;
 pub use trail::AuditTrail;
 
 /// One audited action.
@@ -39,6 +41,11 @@ pub struct AuditEntry {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub detail: Value,
+    /// The event-log record this entry audits (writes, deletions, reviews, requeues): the
+    /// trail is complete up to the highest such sequence, and proves the log reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub log_seq: Option<u64>,
 }
 
 /// The fields of a logged [`AuditEntry`] the trail's index needs; reading only these at
@@ -51,6 +58,9 @@ pub struct AuditStamp<'a> {
     /// Tenant (borrowed from the record unless it holds escapes).
     #[serde(borrow)]
     pub tenant_id: std::borrow::Cow<'a, str>,
+    /// The event-log record it audits, if any.
+    #[serde(default)]
+    pub log_seq: Option<u64>,
 }
 
 impl AuditEntry {
@@ -70,11 +80,20 @@ impl AuditEntry {
             action: action.to_string(),
             event_ids,
             detail,
+            log_seq: None,
         }
+    }
+
+    /// The same entry, marked as auditing event-log record `seq`.
+    pub fn logged(mut self, seq: u64) -> Self {
+        self.log_seq = Some(seq);
+        self
     }
 }
 
-/// Hex SHA-256 of a text (content and query hashes in the trail).
+/// Plain hex SHA-256 of a text: what trails of older versions hold. New entries hold keyed
+/// hashes ([`Keyed::content_hash`]) instead, which confirm nothing without the data
+/// directory's secret.
 pub fn content_hash(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }

@@ -127,7 +127,8 @@ impl Writer {
             }
         }
         if !fresh.is_empty() {
-            if let Err(e) = self.log_delete(tenant, fresh, key_id, reason, json!({})) {
+            let rec = Self::deletion(tenant, fresh, key_id, reason);
+            if let Err(e) = self.log_delete(&rec, json!({})) {
                 return DeleteReply::Unavailable(e);
             }
         }
@@ -142,39 +143,40 @@ impl Writer {
         DeleteReply::Deleted(receipts)
     }
 
-    /// Appends one delete record, applies it and audits it.
+    /// Appends one delete record, applies it and audits it (`extra` joins the entry's
+    /// detail).
     fn log_delete(
         &mut self,
+        rec: &DeleteRecord,
+        extra: serde_json::Value,
+    ) -> Result<Timestamp, String> {
+        let payload = encode(&Record::Delete(rec.clone()));
+        let seqs = self
+            .log
+            .append_batch(&[&payload])
+            .map_err(|e| e.to_string())?;
+        apply_delete(&self.shared, rec, true);
+        let seq = seqs.first().copied().unwrap_or_default();
+        self.pending_audit
+            .push(super::logged::delete_entry(seq, rec, extra));
+        Ok(rec.deleted_at)
+    }
+
+    /// A deletion record of `ids` stamped now.
+    fn deletion(
         tenant: &str,
         ids: Vec<String>,
         key_id: &str,
         reason: DeleteReason,
-        detail: serde_json::Value,
-    ) -> Result<Timestamp, String> {
-        let rec = DeleteRecord {
+    ) -> DeleteRecord {
+        DeleteRecord {
             tenant_id: tenant.to_string(),
             event_ids: ids,
             deleted_at: Timestamp::now(),
             reason,
             key_id: key_id.to_string(),
-        };
-        let payload = encode(&Record::Delete(rec.clone()));
-        self.log
-            .append_batch(&[&payload])
-            .map_err(|e| e.to_string())?;
-        apply_delete(&self.shared, &rec, true);
-        let mut detail = detail;
-        if let Some(obj) = detail.as_object_mut() {
-            obj.insert("reason".into(), json!(reason.as_str()));
+            actor_id: None,
         }
-        self.pending_audit.push(AuditEntry::new(
-            tenant,
-            key_id,
-            reason.as_str(),
-            rec.event_ids,
-            detail,
-        ));
-        Ok(rec.deleted_at)
     }
 
     /// Erases every live event of the actor whose retention allows deletion on request.
@@ -185,8 +187,8 @@ impl Writer {
         key_id: &str,
     ) -> Result<ErasureReceipt, String> {
         let (erased, kept) = self.erasure_plan(tenant, actor);
-        let detail = json!({"actorId": actor, "kept": kept});
         let erased_at = if erased.is_empty() {
+            let detail = json!({"reason": "erased", "actorId": actor, "kept": kept});
             self.pending_audit.push(AuditEntry::new(
                 tenant,
                 key_id,
@@ -196,7 +198,9 @@ impl Writer {
             ));
             Timestamp::now()
         } else {
-            self.log_delete(tenant, erased.clone(), key_id, DeleteReason::Erased, detail)?
+            let mut rec = Self::deletion(tenant, erased.clone(), key_id, DeleteReason::Erased);
+            rec.actor_id = Some(actor.to_string());
+            self.log_delete(&rec, json!({"kept": kept}))?
         };
         Ok(ErasureReceipt {
             actor_id: actor.to_string(),
@@ -252,9 +256,8 @@ impl Writer {
             }
         }
         for (tenant, ids) in by_tenant {
-            if let Err(e) =
-                self.log_delete(&tenant, ids, "system", DeleteReason::Expired, json!({}))
-            {
+            let rec = Self::deletion(&tenant, ids, "system", DeleteReason::Expired);
+            if let Err(e) = self.log_delete(&rec, json!({})) {
                 tracing::warn!(error = %e, "expiry sweep could not log deletions; will retry");
             }
         }
@@ -353,6 +356,7 @@ impl Writer {
                         tenant_id: t.tenant_id.clone(),
                         event_id: t.event_id.clone(),
                         deleted_at: t.deleted_at,
+                        audience: t.audience.clone(),
                     };
                     out.push((t.seq, Record::Tombstone(rec)));
                 }

@@ -15,9 +15,11 @@
 
 mod export;
 mod lifecycle;
+mod logged;
 mod observe;
 mod open;
 mod partitions;
+mod recovery;
 mod replay;
 mod review;
 mod scope_sync;
@@ -39,6 +41,7 @@ pub use export::ExportedEvent;
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use observe::Observation;
 pub use partitions::Partitioned;
+pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
 pub use scope_sync::ScopeHealth;
@@ -130,6 +133,8 @@ pub struct Paths {
     pub hnsw: PathBuf,
     /// The audit trail.
     pub audit: PathBuf,
+    /// The secret of the trail's keyed hashes.
+    pub hash_key: PathBuf,
 }
 
 impl Paths {
@@ -140,6 +145,7 @@ impl Paths {
             scope: data_dir.join("index").join("scope"),
             hnsw: data_dir.join("index").join("hnsw"),
             audit: data_dir.join("audit").join("audit.log"),
+            hash_key: data_dir.join("audit").join("hash.key"),
         }
     }
 }
@@ -171,6 +177,8 @@ pub struct Shared {
     pub scope_health: ScopeHealth,
     /// The audit trail: its log file plus a sparse, bounded index over it.
     pub audit: AuditTrail,
+    /// The data directory's hashing secret (keyed content and query hashes, key tags).
+    pub keyed: crate::audit::Keyed,
     /// File locations.
     pub paths: Paths,
 }
@@ -299,6 +307,7 @@ pub(crate) fn apply_review(shared: &Shared, rec: &ReviewRecord, index: bool) {
             deleted_at: rec.decided_at,
             reason: DeleteReason::Rejected,
             key_id: rec.key_id.clone(),
+            actor_id: None,
         };
         apply_delete(shared, &delete, index);
         return;
@@ -338,6 +347,7 @@ pub(crate) fn apply_tombstone(shared: &Shared, seq: u64, t: TombstoneRecord) -> 
         event_id: t.event_id,
         deleted_at: t.deleted_at,
         unpurged: false,
+        audience: t.audience,
     });
     Ok(())
 }
@@ -433,7 +443,7 @@ impl Engine {
             let audit_detail = serde_json::json!({
                 "decision": decision_json,
                 "policyVersion": self.config.policy.version,
-                "contentHash": crate::audit::content_hash(&input.summary),
+                "contentHash": self.shared.keyed.content_hash(grant.tenant(), &input.summary),
             });
             let ids = input.event_id.iter().cloned().collect();
             self.audit(read_audit(grant, "deny", ids, audit_detail));
@@ -487,7 +497,7 @@ impl Engine {
                 format!("event {id} already exists with different content"),
             ));
         }
-        let detail = serde_json::json!({"replayed": true, "contentHash": crate::audit::content_hash(&entry.event.summary)});
+        let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
         self.audit(read_audit(grant, "write", vec![id.clone()], detail));
         Ok(Some(WriteOutcome {
             event: entry.event.clone(),
@@ -625,7 +635,7 @@ impl Engine {
         let grant2 = grant.clone();
         let detail = serde_json::json!({
             "scope": req.scope,
-            "queryHash": crate::audit::content_hash(&req.query),
+            "queryHash": self.shared.keyed.content_hash(grant.tenant(), &req.query),
             "limit": req.limit,
             "asOf": req.as_of,
         });

@@ -15,6 +15,7 @@ use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::RwLock;
 
+use super::recovery::{self, Reconciled};
 use super::writer::Writer;
 use super::{
     apply_delete, apply_put, apply_review, apply_tombstone, Engine, EngineConfig, Paths, Shared,
@@ -33,8 +34,15 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     let paths = Paths::new(&config.data_dir);
     create_dirs(&paths)?;
     let dir_lock = lock_data_dir(&config.data_dir)?;
-    let (audit_log, audit) = open_audit(&paths)?;
+    let (mut audit_log, audit, trail) = open_audit(&paths)?;
+    let keyed = crate::audit::Keyed::open_or_create(&paths.hash_key)?;
     let (scope, scope_seq) = open_scope(&paths)?;
+    let mark = scope.commit_mark().ok().flatten();
+    let hnsw_seq = HnswIndex::snapshot_seq(&paths.hnsw).ok().flatten();
+    let (mut log_witnesses, audit_witnesses) = recovery::index_witnesses(mark, hnsw_seq);
+    log_witnesses.extend(recovery::trail_witness(trail.max_log_seq));
+    let audit_held = audit_log.next_seq().checked_sub(1).filter(|s| *s > 0);
+    recovery::check(&paths.audit, audit_held, &audit_witnesses, &config.data_dir)?;
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::new(config.stale)),
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
@@ -50,9 +58,11 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         watermark: AtomicUsize::new(0),
         scope_health: Default::default(),
         audit,
+        keyed,
         paths: paths.clone(),
     });
-    let (log, recovered) = replay_log(&shared, &paths.log, scope_seq)?;
+    let reconcile = recovery::reconcile_from(trail.max_log_seq, trail.entries);
+    let (log, recovered, reconciled) = replay_log(&shared, &paths.log, scope_seq, reconcile)?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
             bytes = recovered.truncated_bytes,
@@ -60,13 +70,13 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         );
     }
     let last_seq = recovered.last_seq;
-    if scope_seq > last_seq {
+    recovery::check(&paths.log, last_seq, &log_witnesses, &config.data_dir)?;
+    if !reconciled.entries.is_empty() {
         tracing::warn!(
-            ?scope_seq,
-            ?last_seq,
-            "scope index is ahead of the log; rebuilding"
+            entries = reconciled.entries.len(),
+            "audited logged records the trail lacked (the writer stopped before the trail's fsync)"
         );
-        rebuild_scope(&shared)?;
+        recovery::append_audit(&mut audit_log, &shared.audit, reconciled.entries)?;
     }
     attach_hnsw(&shared, &config, last_seq)?;
     let next_doc = shared.table.read().next_doc() as usize;
@@ -93,7 +103,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
 /// Takes the data directory's exclusive lock, so a second process (a second server, or an
 /// offline import, export or compaction while the server runs) fails clearly instead of
 /// writing the same log. The kernel releases it when the process dies.
-fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+pub(super) fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     let path = data_dir.join("LOCK");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -128,15 +138,38 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What start-up needs to know of the audit trail besides its index.
+struct TrailFacts {
+    /// Records in the trail.
+    entries: u64,
+    /// The highest event-log sequence an entry audits.
+    max_log_seq: Option<u64>,
+}
+
 /// Opens the audit log and indexes it; every record must decode, as before. The entries
 /// themselves are not kept: queries read them back from the file.
-fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail)> {
+fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail, TrailFacts)> {
     let (log, recovery) = Log::open(&paths.audit)
         .with_context(|| format!("opening audit log {}", paths.audit.display()))?;
+    if recovery.truncated_bytes > 0 {
+        tracing::warn!(
+            bytes = recovery.truncated_bytes,
+            path = %paths.audit.display(),
+            "dropped a torn, unacknowledged audit tail"
+        );
+    }
     let trail = AuditTrail::new(&paths.audit);
+    let mut facts = TrailFacts {
+        entries: 0,
+        max_log_seq: None,
+    };
     for (offset, rec) in frame_offsets(&recovery.records) {
         let entry: AuditStamp<'_> = serde_json::from_slice(&rec.payload)
             .with_context(|| format!("audit log {} record {}", paths.audit.display(), rec.seq))?;
+        facts.entries += 1;
+        if let Some(seq) = entry.log_seq {
+            facts.max_log_seq = Some(facts.max_log_seq.map_or(seq, |m| m.max(seq)));
+        }
         trail.indexed(&[Placed {
             seq: rec.seq,
             offset,
@@ -152,7 +185,7 @@ fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail)> {
         "audit log {}: recovered records do not cover the file",
         paths.audit.display()
     );
-    Ok((log, trail))
+    Ok((log, trail, facts))
 }
 
 /// Opens the scope index, discarding it when unreadable (an index ahead of the log is found
@@ -231,12 +264,13 @@ fn replay_log(
     shared: &Shared,
     path: &std::path::Path,
     scope_seq: Option<u64>,
-) -> anyhow::Result<(Log, Recovered)> {
+    reconcile: Option<u64>,
+) -> anyhow::Result<(Log, Recovered, Reconciled)> {
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::sync_channel::<Vec<(u64, Record)>>(REPLAY_QUEUE);
         // Unnamed: the global rayon pool may start from this thread and would inherit a name.
         let applier = std::thread::Builder::new()
-            .spawn_scoped(s, move || apply_batches(shared, &rx, scope_seq))
+            .spawn_scoped(s, move || apply_batches(shared, &rx, scope_seq, reconcile))
             .context("spawning the replay thread")?;
         let mut batch = Vec::with_capacity(REPLAY_BATCH);
         let read = Log::open_with(path, |rec: LogRecord| {
@@ -258,23 +292,31 @@ fn replay_log(
         let applied = applier
             .join()
             .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?;
-        applied?;
-        read.with_context(|| format!("opening log {}", path.display()))
+        let reconciled = applied?;
+        let (log, recovered) = read.with_context(|| format!("opening log {}", path.display()))?;
+        Ok((log, recovered, reconciled))
     })
 }
 
-/// The applying half of [`replay_log`]: every batch, in order, until the reader is done.
+/// The applying half of [`replay_log`]: every batch, in order, until the reader is done;
+/// derives the audit entries of records after `reconcile` on the way.
 fn apply_batches(
     shared: &Shared,
     rx: &mpsc::Receiver<Vec<(u64, Record)>>,
     scope_seq: Option<u64>,
-) -> anyhow::Result<()> {
+    reconcile: Option<u64>,
+) -> anyhow::Result<Reconciled> {
+    let mut reconciled = Reconciled {
+        after: reconcile,
+        entries: Vec::new(),
+    };
     for batch in rx {
         for (seq, record) in batch {
+            reconciled.see(seq, &record, &shared.keyed);
             replay(shared, seq, record, scope_seq)?;
         }
     }
-    Ok(())
+    Ok(reconciled)
 }
 
 /// Applies one decoded log record to the table and vectors; the scope index gets what it

@@ -9,12 +9,10 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::json;
 
 use super::lifecycle::{DeleteReply, Receipt};
 use super::writer::Writer;
 use super::{apply_requeue, Slot, ALL_TENANTS};
-use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
 use crate::model::{Decision, EventInput, EventStatus, Timestamp};
 use crate::policy::WritePolicy;
@@ -136,20 +134,17 @@ impl Writer {
                 event_id: v.event_id.clone(),
                 decision: v.decision.clone(),
                 policy_version: policy.version.clone(),
+                key_id: Some(key_id.to_string()),
             };
             let payload = encode(&Record::Requeue(rec.clone()));
-            self.log
+            let seqs = self
+                .log
                 .append_batch(&[&payload])
                 .map_err(|e| e.to_string())?;
             apply_requeue(&self.shared, &rec);
-            let detail = json!({"decision": v.decision, "policyVersion": policy.version});
-            self.pending_audit.push(AuditEntry::new(
-                &v.tenant_id,
-                key_id,
-                "requeue",
-                vec![v.event_id.clone()],
-                detail,
-            ));
+            let seq = seqs.first().copied().unwrap_or_default();
+            self.pending_audit
+                .push(super::logged::requeue_entry(seq, &rec));
         }
         Ok(())
     }

@@ -10,7 +10,6 @@ use serde_json::json;
 
 use super::writer::Writer;
 use super::{apply_review, Lookup};
-use crate::audit::{content_hash, AuditEntry};
 use crate::auth::TenantGrant;
 use crate::error::{ErrorCode, Problem};
 use crate::model::{Decision, EventStatus, Timestamp};
@@ -47,24 +46,21 @@ impl Writer {
             approved: approve,
             decided_at: Timestamp::now(),
             key_id: grant.key_id().to_string(),
+            note_hash: note
+                .as_deref()
+                .map(|n| self.shared.keyed.content_hash(grant.tenant(), n)),
         };
         let payload = encode(&Record::Review(rec.clone()));
-        self.log.append_batch(&[&payload]).map_err(|e| {
+        let seqs = self.log.append_batch(&[&payload]).map_err(|e| {
             Problem::new(
                 ErrorCode::StorageUnavailable,
                 format!("the event log cannot accept writes: {e}"),
             )
         })?;
         apply_review(&self.shared, &rec, true);
-        let action = if approve { "approve" } else { "reject" };
-        let detail = json!({"noteHash": note.as_deref().map(content_hash)});
-        self.pending_audit.push(AuditEntry::new(
-            grant.tenant(),
-            grant.key_id(),
-            action,
-            vec![event_id.to_string()],
-            detail,
-        ));
+        let seq = seqs.first().copied().unwrap_or_default();
+        self.pending_audit
+            .push(super::logged::review_entry(seq, &rec));
         Ok(ReviewOutcome {
             event_id: event_id.to_string(),
             status: if approve { "active" } else { "rejected" }.to_string(),

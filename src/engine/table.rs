@@ -315,6 +315,8 @@ pub struct Tombstone {
     pub deleted_at: Timestamp,
     /// Whether its record (and vector) is still in the log, i.e. not yet purged.
     pub unpurged: bool,
+    /// Who could see the event (`None` when a log of an older version did not keep it).
+    pub audience: Option<crate::model::Audience>,
 }
 
 /// One internal id's state.
@@ -826,6 +828,7 @@ impl Table {
             event_id: entry.event.event_id.clone(),
             deleted_at: at,
             unpurged: true,
+            audience: Some(entry.event.audience()),
         });
         self.live -= 1;
         Some(entry)

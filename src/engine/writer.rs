@@ -17,8 +17,8 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::lifecycle::{CompactReport, DeleteReply, ErasureReceipt};
-use super::{apply_put, Lookup, Shared};
-use crate::audit::{content_hash, AuditEntry};
+use super::{apply_put, logged, Lookup, Shared};
+use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
 use crate::model::{Decision, EventInput, EventStatus, StoredEvent, Timestamp};
 use crate::store::log::Log;
@@ -265,7 +265,7 @@ impl Writer {
                 reply,
             } => {
                 let r = self.delete(&grant, &tenant, &event_ids, &key_id, DeleteReason::Deleted);
-                let _ = reply.send(r);
+                self.answer(reply, r);
             }
             Command::Erase {
                 tenant,
@@ -273,14 +273,16 @@ impl Writer {
                 key_id,
                 reply,
             } => {
-                let _ = reply.send(self.erase(&tenant, &actor_id, &key_id));
+                let r = self.erase(&tenant, &actor_id, &key_id);
+                self.answer(reply, r);
             }
             Command::Compact {
                 tenant,
                 key_id,
                 reply,
             } => {
-                let _ = reply.send(self.compact(&tenant, &key_id));
+                let r = self.compact(&tenant, &key_id);
+                self.answer(reply, r);
             }
             Command::Review {
                 grant,
@@ -289,7 +291,8 @@ impl Writer {
                 note,
                 reply,
             } => {
-                let _ = reply.send(self.review(&grant, &event_id, approve, note));
+                let r = self.review(&grant, &event_id, approve, note);
+                self.answer(reply, r);
             }
             Command::Replay {
                 policy,
@@ -297,7 +300,8 @@ impl Writer {
                 key_id,
                 reply,
             } => {
-                let _ = reply.send(self.replay(&policy, dry_run, &key_id));
+                let r = self.replay(&policy, dry_run, &key_id);
+                self.answer(reply, r);
             }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
         }
@@ -329,16 +333,29 @@ impl Writer {
     }
 
     fn apply_batch(&mut self, plan: BatchPlan, seqs: &[u64]) {
+        let mut replies = Vec::with_capacity(plan.accepted.len());
         for ((put, reply), seq) in plan.accepted.into_iter().zip(seqs) {
             let event = put.event.clone();
             let decision = put.decision.clone();
-            self.pending_audit.push(write_audit(&put));
+            let entry = logged::put_entry(*seq, &put, &self.shared.keyed);
+            self.pending_audit.push(entry);
             if let Err(e) = apply_put(&self.shared, *seq, put, true) {
                 tracing::error!(error = %e, "index update failed after a durable write");
             }
             self.unsaved_hnsw += 1;
-            let _ = reply.send(PutReply::Stored(Box::new(event), decision));
+            replies.push((reply, PutReply::Stored(Box::new(event), decision)));
         }
+        // No reply before the batch's audit entries are as durable as its events.
+        self.flush_audit();
+        for (reply, answer) in replies {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// Answers a command once every audit entry it produced is durable.
+    fn answer<T>(&mut self, reply: oneshot::Sender<T>, value: T) {
+        self.flush_audit();
+        let _ = reply.send(value);
     }
 
     /// Serial checks against stored state plus the batch so far.
@@ -355,7 +372,8 @@ impl Writer {
                 Ok(record) => accept(&mut plan, &pending, record, reply),
                 Err(answer) => {
                     if let PutReply::Replayed(event, _) = &answer {
-                        self.pending_audit.push(replay_audit(&pending, event));
+                        let entry = replay_audit(&pending, event, &self.shared.keyed);
+                        self.pending_audit.push(entry);
                     }
                     let _ = reply.send(answer);
                 }
@@ -524,24 +542,9 @@ fn accept(
     plan.accepted.push((record, reply));
 }
 
-fn write_audit(put: &PutRecord) -> AuditEntry {
-    let e = &put.event;
-    let correcting =
-        matches!(put.decision, Decision::Allow { .. }) && !e.supersedes_event_ids.is_empty();
-    let mut ids = vec![e.event_id.clone()];
-    ids.extend(e.supersedes_event_ids.iter().cloned());
-    let detail = json!({
-        "decision": put.decision,
-        "policyVersion": e.policy_version,
-        "contentHash": content_hash(&e.summary),
-        "supersedes": e.supersedes_event_ids,
-    });
-    let action = if correcting { "correct" } else { "write" };
-    AuditEntry::new(&e.tenant_id, &put.key_id, action, ids, detail)
-}
-
-fn replay_audit(p: &PendingPut, event: &StoredEvent) -> AuditEntry {
-    let detail = json!({"replayed": true, "contentHash": content_hash(&event.summary)});
+fn replay_audit(p: &PendingPut, event: &StoredEvent, keyed: &crate::audit::Keyed) -> AuditEntry {
+    let detail =
+        json!({"replayed": true, "contentHash": keyed.content_hash(&p.tenant, &event.summary)});
     AuditEntry::new(
         &p.tenant,
         &p.key_id,

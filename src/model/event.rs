@@ -118,6 +118,18 @@ impl PrivacyClass {
     }
 }
 
+/// What decides which keys of its tenant may see an event: its actor and privacy class.
+/// Kept with a deleted event's tombstone (never its content), so that only keys that could
+/// see the event learn that it was deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Audience {
+    /// The event's actor.
+    pub actor_id: String,
+    /// The event's privacy class.
+    pub privacy_class: PrivacyClass,
+}
+
 /// Lifecycle status of a stored event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -279,6 +291,16 @@ pub struct StoredEvent {
     /// Why the summary must be treated as data (instruction-like text, hidden characters).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub content_warnings: Vec<String>,
+}
+
+impl StoredEvent {
+    /// Who may see it besides its tenant.
+    pub fn audience(&self) -> Audience {
+        Audience {
+            actor_id: self.actor_id.clone(),
+            privacy_class: self.privacy_class,
+        }
+    }
 }
 
 impl EventInput {

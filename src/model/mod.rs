@@ -9,7 +9,7 @@ pub mod validate;
 pub mod warnings;
 
 pub use event::{
-    Confidence, Decision, EventInput, EventStatus, PrivacyClass, Retention, SourceTrust,
+    Audience, Confidence, Decision, EventInput, EventStatus, PrivacyClass, Retention, SourceTrust,
     StoredEvent,
 };
 pub use time::Timestamp;

@@ -207,6 +207,13 @@ impl Log {
         self.next_seq
     }
 
+    /// Makes the next appended record's seq at least `seq` (in memory; durable once a record
+    /// is appended). Recovery uses it so that new records never reuse the sequences of
+    /// records that were acknowledged and then lost.
+    pub fn advance_to(&mut self, seq: u64) {
+        self.next_seq = self.next_seq.max(seq);
+    }
+
     /// Length of the log file in bytes, header included (acknowledged data only).
     pub fn len_bytes(&self) -> u64 {
         self.len

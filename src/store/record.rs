@@ -49,6 +49,9 @@ pub struct RequeueRecord {
     pub decision: crate::model::Decision,
     /// The new policy's version.
     pub policy_version: String,
+    /// The key that ran the replay (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
 }
 
 /// A reviewer's decision as logged.
@@ -65,10 +68,13 @@ pub struct ReviewRecord {
     pub decided_at: crate::model::Timestamp,
     /// The reviewer's key.
     pub key_id: String,
+    /// Keyed hash of the reviewer's note, if any (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note_hash: Option<String>,
 }
 
 /// Why events were deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeleteReason {
     /// `DELETE /v1/events/{id}`.
@@ -110,6 +116,9 @@ pub struct DeleteRecord {
     pub reason: DeleteReason,
     /// Acting key (`system` for the expiry sweeper).
     pub key_id: String,
+    /// The actor an erasure was for (erasures only; absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_id: Option<String>,
 }
 
 /// What compaction keeps of a deleted event.
@@ -124,6 +133,10 @@ pub struct TombstoneRecord {
     pub event_id: String,
     /// When it was deleted.
     pub deleted_at: crate::model::Timestamp,
+    /// The deleted event's actor and privacy class, so that only keys that could see the
+    /// event learn of its deletion (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<crate::model::Audience>,
 }
 
 /// An event write as logged.
@@ -302,12 +315,24 @@ mod tests {
                 deleted_at: at,
                 reason: DeleteReason::Erased,
                 key_id: "k".into(),
+                actor_id: Some("user-1".into()),
             }),
             Record::Tombstone(TombstoneRecord {
                 doc: 9,
                 tenant_id: "t".into(),
                 event_id: "a".into(),
                 deleted_at: at,
+                audience: Some(crate::model::Audience {
+                    actor_id: "user-1".into(),
+                    privacy_class: crate::model::PrivacyClass::Private,
+                }),
+            }),
+            Record::Tombstone(TombstoneRecord {
+                doc: 10,
+                tenant_id: "t".into(),
+                event_id: "b".into(),
+                deleted_at: at,
+                audience: None,
             }),
             Record::Marker,
         ];

@@ -1,7 +1,8 @@
-//! Torn and corrupted files, in process: a torn log tail is cut back to the last complete
-//! record, a damaged middle record refuses start-up naming the log, damaged derived indexes
-//! (tantivy scope index, HNSW snapshot) are rebuilt from the log, and a torn audit tail is
-//! cut. Opening never panics.
+//! Torn and corrupted files, in process: a torn tail of records that were never
+//! acknowledged is cut back to the last complete record, a cut into acknowledged records
+//! refuses start-up, a damaged middle record refuses start-up naming the log, damaged
+//! derived indexes (tantivy scope index, HNSW snapshot) are rebuilt from the log, and a
+//! torn audit tail is cut and completed from the log. Opening never panics.
 //!
 //! Each case copies a pristine data dir written once, damages the copy, opens an
 //! [`Engine`] over it (with the deterministic hashing embedder: retrieval quality is not
@@ -60,22 +61,39 @@ fn id(i: usize) -> String {
 /// a committed scope index, an HNSW snapshot and an audit trail. Written once.
 fn pristine() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tmp");
-        let rt = rt();
-        let engine = open(dir.path()).expect("no panic").expect("opens");
-        for i in 0..EVENTS {
-            let summary = format!("event number {i} about topic{i} and subject{i}");
-            let mut body = event(&format!("actor-{i}"), &summary, "2026-01-01T00:00:00Z");
-            body["eventId"] = json!(id(i));
-            body["occurredAt"] = json!(format!("2026-01-01T00:{i:02}:00Z"));
-            rt.block_on(engine.write(&grant(), &body, false))
-                .expect("write");
-        }
-        rt.block_on(engine.shutdown());
-        dir
-    })
-    .path()
+    DIR.get_or_init(|| written(EVENTS)).path()
+}
+
+/// Like [`pristine`] with two more events: its log's last two records stand for writes
+/// that were never acknowledged when laid over [`pristine`]'s indexes and trail.
+fn pristine_plus() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| written(EVENTS + 2)).path()
+}
+
+fn written(n: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let rt = rt();
+    let engine = open(dir.path()).expect("no panic").expect("opens");
+    for i in 0..n {
+        let summary = format!("event number {i} about topic{i} and subject{i}");
+        let mut body = event(&format!("actor-{i}"), &summary, "2026-01-01T00:00:00Z");
+        body["eventId"] = json!(id(i));
+        body["occurredAt"] = json!(format!("2026-01-01T00:{i:02}:00Z"));
+        rt.block_on(engine.write(&grant(), &body, false))
+            .expect("write");
+    }
+    rt.block_on(engine.shutdown());
+    dir
+}
+
+/// [`pristine`]'s indexes and audit trail with [`pristine_plus`]'s event log: the log holds
+/// two records no index, snapshot or audit entry names (the server died after writing
+/// them, before any reply).
+fn unwitnessed_tail_copy() -> tempfile::TempDir {
+    let dir = fresh_copy();
+    std::fs::copy(log_path(pristine_plus()), log_path(dir.path())).expect("copy log");
+    dir
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -206,13 +224,15 @@ fn cut_points(offs: &[u64]) -> Vec<u64> {
     cuts
 }
 
+/// A torn tail that no witness names (never acknowledged) is cut back to the last
+/// complete record, silently, and the indexes agree with what is left.
 #[test]
-fn torn_log_tail_keeps_exactly_the_complete_records() {
-    let offs = frame_offsets(&log_path(pristine()));
-    assert_eq!(offs.len(), EVENTS + 1);
+fn torn_unacknowledged_log_tail_keeps_exactly_the_complete_records() {
+    let offs = frame_offsets(&log_path(pristine_plus()));
+    assert_eq!(offs.len(), EVENTS + 3);
     let cuts = cut_points(&offs);
     for cut in &cuts {
-        let dir = fresh_copy();
+        let dir = unwitnessed_tail_copy();
         truncate(&log_path(dir.path()), *cut);
         let complete = offs.iter().filter(|&&o| o <= *cut).count() - 1;
         let rt = rt();
@@ -220,20 +240,22 @@ fn torn_log_tail_keeps_exactly_the_complete_records() {
             .unwrap_or_else(|p| panic!("cut {cut}: Engine::open panicked: {p}"))
             .unwrap_or_else(|e| panic!("cut {cut}: Engine::open failed: {e:#}"));
         let g = grant();
-        for i in 0..EVENTS {
+        for i in 0..EVENTS + 2 {
             assert_eq!(engine.get(&g, &id(i)).is_ok(), i < complete, "cut {cut}");
         }
         let stats = engine.stats();
         assert_eq!(
             (stats.events, stats.hnsw_len, stats.scope_docs),
             (complete, complete, complete as u64),
-            "cut {cut}: the indexes (ahead of the log) were rebuilt"
+            "cut {cut}: the indexes caught up with the log"
         );
         assert_eq!(
             std::fs::metadata(log_path(dir.path())).expect("log").len(),
             offs[complete],
             "cut {cut}: the torn tail was cut off"
         );
+        // Every record left is audited: the two the trail lacked got recovered entries.
+        assert_eq!(audit_entries(&engine, &rt), complete, "cut {cut}");
         // The cut events can be written again and survive another restart.
         let mut body = event(
             "actor-x",
@@ -249,9 +271,39 @@ fn torn_log_tail_keeps_exactly_the_complete_records() {
         rt.block_on(engine.shutdown());
     }
     eprintln!(
-        "torn log: {} cut points in the last two records, each recovered exactly",
+        "torn log: {} cut points in the last two (unacknowledged) records, each recovered exactly",
         cuts.len()
     );
+}
+
+/// A cut into acknowledged records (the scope index, the HNSW snapshot and the audit
+/// trail all name them) refuses start-up, naming the log and both sequences, and changes
+/// nothing but the torn partial frame.
+#[test]
+fn a_cut_into_acknowledged_log_records_refuses_to_start() {
+    let offs = frame_offsets(&log_path(pristine()));
+    let cuts = cut_points(&offs);
+    let mut refused = 0;
+    for cut in cuts.iter().filter(|c| **c < offs[EVENTS]) {
+        let dir = fresh_copy();
+        truncate(&log_path(dir.path()), *cut);
+        let complete = offs.iter().filter(|&&o| o <= *cut).count() - 1;
+        let err = match open(dir.path()).unwrap_or_else(|p| panic!("cut {cut}: panicked: {p}")) {
+            Ok(_) => panic!("cut {cut}: started over a log missing acknowledged records"),
+            Err(e) => e,
+        };
+        let loss = err
+            .downcast_ref::<episodic::engine::DataLoss>()
+            .unwrap_or_else(|| panic!("cut {cut}: not a data-loss refusal: {err:#}"));
+        assert!(loss.file.ends_with("events.log"), "cut {cut}: {err}");
+        assert_eq!(
+            (loss.held, loss.expected),
+            (complete as u64, EVENTS as u64),
+            "cut {cut}"
+        );
+        refused += 1;
+    }
+    assert!(refused > 0);
 }
 
 #[test]
@@ -350,8 +402,10 @@ fn damaged_hnsw_snapshot_files_are_rebuilt_from_the_log() {
     damaged_index_files_are_rebuilt("index/hnsw");
 }
 
+/// The trail's `write` entries.
 fn audit_entries(engine: &Engine, rt: &tokio::runtime::Runtime) -> usize {
     let q = AuditQuery {
+        action: Some("write".into()),
         limit: usize::MAX,
         ..AuditQuery::default()
     };
@@ -360,32 +414,54 @@ fn audit_entries(engine: &Engine, rt: &tokio::runtime::Runtime) -> usize {
         .len()
 }
 
+/// A torn audit tail that no witness names is cut, and the entries of the logged records
+/// it held are derived again from the log (marked recovered): the trail stays complete.
 #[test]
-fn torn_audit_tail_is_cut_and_the_trail_continues() {
-    let audit = pristine().join("audit/audit.log");
+fn torn_unacknowledged_audit_tail_is_cut_and_the_trail_completed() {
+    let audit = pristine_plus().join("audit/audit.log");
     let offs = frame_offsets(&audit);
     let n = offs.len() - 1;
-    assert_eq!(n, EVENTS, "one audit entry per write");
+    assert_eq!(n, EVENTS + 2, "one audit entry per write");
     for cut in offs[n - 2]..=offs[n] {
-        let dir = fresh_copy();
+        let dir = unwitnessed_tail_copy();
+        std::fs::copy(&audit, dir.path().join("audit/audit.log")).expect("copy audit");
         truncate(&dir.path().join("audit/audit.log"), cut);
-        let complete = offs.iter().filter(|&&o| o <= cut).count() - 1;
         let rt = rt();
         let engine = open(dir.path())
             .unwrap_or_else(|p| panic!("audit cut {cut}: panicked: {p}"))
             .unwrap_or_else(|e| panic!("audit cut {cut}: failed: {e:#}"));
         assert_eq!(
             engine.stats().events,
-            EVENTS,
+            EVENTS + 2,
             "audit cut {cut}: events intact"
         );
-        assert_eq!(audit_entries(&engine, &rt), complete, "audit cut {cut}");
+        assert_eq!(audit_entries(&engine, &rt), EVENTS + 2, "audit cut {cut}");
         // The trail continues: the next audited action lands after the cut.
         let mut body = event("actor-y", "after a torn audit tail", "2026-01-02T00:00:00Z");
         body["eventId"] = json!("after-audit-cut");
         rt.block_on(engine.write(&grant(), &body, false))
             .expect("write");
-        assert_eq!(audit_entries(&engine, &rt), complete + 1, "audit cut {cut}");
+        assert_eq!(audit_entries(&engine, &rt), EVENTS + 3, "audit cut {cut}");
         rt.block_on(engine.shutdown());
+    }
+}
+
+/// A cut into audit entries the scope index's last commit names refuses start-up.
+#[test]
+fn a_cut_into_acknowledged_audit_entries_refuses_to_start() {
+    let audit = pristine().join("audit/audit.log");
+    let offs = frame_offsets(&audit);
+    let n = offs.len() - 1;
+    for cut in [offs[n - 1], offs[n - 1] + 20, offs[n] - 1] {
+        let dir = fresh_copy();
+        truncate(&dir.path().join("audit/audit.log"), cut);
+        let err = match open(dir.path()).unwrap_or_else(|p| panic!("cut {cut}: panicked: {p}")) {
+            Ok(_) => panic!("audit cut {cut}: started over a trail missing entries"),
+            Err(e) => e,
+        };
+        let loss = err
+            .downcast_ref::<episodic::engine::DataLoss>()
+            .unwrap_or_else(|| panic!("cut {cut}: not a data-loss refusal: {err:#}"));
+        assert!(loss.file.ends_with("audit.log"), "cut {cut}: {err}");
     }
 }

@@ -103,6 +103,7 @@ struct Totals {
     resurrected: usize,
     half_present: usize,
     other_violations: usize,
+    unaudited: usize,
     max_timeline: usize,
 }
 
@@ -507,6 +508,21 @@ fn verify(
         bad.push(format!("{id}: in the timeline but not live and active"));
         totals.other_violations += 1;
     }
+    // The audit trail names every acknowledged write and deletion (no reply went out
+    // before its entry was durable).
+    let audited = audit_all(http, base, key);
+    for pool in pools.iter() {
+        for (id, t) in &pool.events {
+            if t.write == Fate::Acked && !audited.contains(&("written", id.clone())) {
+                bad.push(format!("{id}: acknowledged write has no audit entry"));
+                totals.unaudited += 1;
+            }
+            if t.deleted == Some(Fate::Acked) && !audited.contains(&("deleted", id.clone())) {
+                bad.push(format!("{id}: acknowledged delete has no audit entry"));
+                totals.unaudited += 1;
+            }
+        }
+    }
     // Recall agrees with the log for a sample of actors.
     for _ in 0..3 {
         let actor = format!("actor-{}", rng.gen_range(0..ACTORS));
@@ -553,6 +569,40 @@ fn verify(
         }
     }
     bad
+}
+
+/// `("written", id)` for every write or correction entry and `("deleted", id)` for every
+/// deletion entry of the key's tenant.
+fn audit_all(http: &Client, base: &str, key: &str) -> HashSet<(&'static str, String)> {
+    let mut out = HashSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/v1/audit?limit=1000");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let page: Value = http
+            .get(url)
+            .bearer_auth(key)
+            .send()
+            .expect("audit")
+            .json()
+            .expect("json");
+        for e in page["entries"].as_array().expect("entries") {
+            let kind = match e["action"].as_str() {
+                Some("write" | "correct") if e["detail"]["replayed"] != true => "written",
+                Some("deleted") => "deleted",
+                _ => continue,
+            };
+            if let Some(id) = e["eventIds"][0].as_str() {
+                out.insert((kind, id.to_string()));
+            }
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return out,
+        }
+    }
 }
 
 fn check_receipt(http: &Client, base: &str, key: &str, id: &str, bad: &mut Vec<String>) {
@@ -674,7 +724,7 @@ fn sigkill_never_loses_an_acknowledged_write() {
          ({} corrections), {} acknowledged deletes, {} writes and {} deletes in flight at the \
          kill ({} of those writes survived, all complete), {} refused; largest timeline {} \
          events; acknowledged writes lost: {}, deleted events back: {}, half-present: {}, \
-         other violations: {}",
+         acknowledged operations without an audit entry: {}, other violations: {}",
         started.elapsed().as_secs_f64(),
         t.acked_writes,
         t.acked_corrections,
@@ -687,6 +737,7 @@ fn sigkill_never_loses_an_acknowledged_write() {
         t.lost,
         t.resurrected,
         t.half_present,
+        t.unaudited,
         t.other_violations,
     );
     assert_eq!(t.lost, 0);

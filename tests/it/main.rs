@@ -31,4 +31,5 @@ mod scope_lists;
 mod server_binary;
 mod soak;
 mod stale_broad;
+mod truncation;
 mod ui;

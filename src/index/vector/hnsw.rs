@@ -296,6 +296,12 @@ impl HnswIndex {
             .collect()
     }
 
+    /// The log sequence the snapshot in `dir` covers, read from its manifest alone (`None`
+    /// when there is no snapshot).
+    pub fn snapshot_seq(dir: &Path) -> Result<Option<u64>, VectorError> {
+        Ok(read_current(dir)?.map(|(_, m)| m.last_seq))
+    }
+
     /// Loads the `CURRENT` generation of `dir` after verifying every checksum.
     ///
     /// `Ok(None)` if `dir/CURRENT` does not exist; [`VectorError::Corrupt`] if
