@@ -288,9 +288,9 @@ fn a_cut_into_acknowledged_log_records_refuses_to_start() {
         let dir = fresh_copy();
         truncate(&log_path(dir.path()), *cut);
         let complete = offs.iter().filter(|&&o| o <= *cut).count() - 1;
-        let err = match open(dir.path()).unwrap_or_else(|p| panic!("cut {cut}: panicked: {p}")) {
-            Ok(_) => panic!("cut {cut}: started over a log missing acknowledged records"),
-            Err(e) => e,
+        let opened = open(dir.path()).unwrap_or_else(|p| panic!("cut {cut}: panicked: {p}"));
+        let Err(err) = opened else {
+            panic!("cut {cut}: started over a log missing acknowledged records")
         };
         let loss = err
             .downcast_ref::<episodic::engine::DataLoss>()
@@ -455,9 +455,9 @@ fn a_cut_into_acknowledged_audit_entries_refuses_to_start() {
     for cut in [offs[n - 1], offs[n - 1] + 20, offs[n] - 1] {
         let dir = fresh_copy();
         truncate(&dir.path().join("audit/audit.log"), cut);
-        let err = match open(dir.path()).unwrap_or_else(|p| panic!("cut {cut}: panicked: {p}")) {
-            Ok(_) => panic!("audit cut {cut}: started over a trail missing entries"),
-            Err(e) => e,
+        let opened = open(dir.path()).unwrap_or_else(|p| panic!("cut {cut}: panicked: {p}"));
+        let Err(err) = opened else {
+            panic!("audit cut {cut}: started over a trail missing entries")
         };
         let loss = err
             .downcast_ref::<episodic::engine::DataLoss>()
