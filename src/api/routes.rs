@@ -20,6 +20,7 @@ use super::AppState;
 use crate::auth::{roles, Limits};
 use crate::engine::WriteOutcome;
 use crate::error::{ErrorCode, FieldError, Problem};
+use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Decision;
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
@@ -223,16 +224,7 @@ fn parse_new_key(body: &Value) -> Result<(String, Vec<String>, Limits), Problem>
     {
         errors.push(FieldError::new(k.clone(), "unknown field"));
     }
-    let tenant = match obj.get("tenantId") {
-        Some(Value::String(t)) if valid_name(t) => t.clone(),
-        _ => {
-            errors.push(FieldError::new(
-                "tenantId",
-                "must be 1-128 characters of [A-Za-z0-9._:-]",
-            ));
-            String::new()
-        }
-    };
+    let tenant = parse_tenant(obj.get("tenantId"), &mut errors);
     let roles = parse_roles(obj.get("roles"), &mut errors);
     let limits = parse_limits(&obj, &mut errors);
     if errors.is_empty() {
@@ -242,21 +234,29 @@ fn parse_new_key(body: &Value) -> Result<(String, Vec<String>, Limits), Problem>
     }
 }
 
+/// A tenant id: the identifier rule, then the tenant charset.
+fn parse_tenant(v: Option<&Value>, errors: &mut Vec<FieldError>) -> String {
+    let Some(Value::String(raw)) = v else {
+        errors.push(FieldError::new("tenantId", TENANT_CHARSET));
+        return String::new();
+    };
+    match ident::field("tenantId", raw, MAX_TENANT_BYTES) {
+        Ok(t) if valid_name(&t) => t,
+        Ok(_) => {
+            errors.push(FieldError::new("tenantId", TENANT_CHARSET));
+            String::new()
+        }
+        Err(e) => {
+            errors.push(e);
+            String::new()
+        }
+    }
+}
+
 fn parse_limits(obj: &serde_json::Map<String, Value>, errors: &mut Vec<FieldError>) -> Limits {
     let actor_ids = match obj.get("actorIds") {
         None | Some(Value::Null) => None,
-        Some(Value::Array(items)) if !items.is_empty() => {
-            let ids: Vec<String> = items
-                .iter()
-                .filter_map(|v| v.as_str())
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect();
-            if ids.len() != items.len() {
-                errors.push(FieldError::new("actorIds", "must be non-empty strings"));
-            }
-            Some(ids)
-        }
+        Some(Value::Array(items)) if !items.is_empty() => Some(parse_actor_ids(items, errors)),
         Some(_) => {
             errors.push(FieldError::new(
                 "actorIds",
@@ -282,6 +282,24 @@ fn parse_limits(obj: &serde_json::Map<String, Value>, errors: &mut Vec<FieldErro
         actor_ids,
         max_privacy_class,
     }
+}
+
+/// Each entry through the identifier rule, so a key limited to `user-1` names the same
+/// actor as events written for it.
+fn parse_actor_ids(items: &[Value], errors: &mut Vec<FieldError>) -> Vec<String> {
+    let mut ids = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("actorIds[{i}]");
+        let checked = match item.as_str() {
+            Some(raw) => ident::field(&field, raw, MAX_ID_BYTES),
+            None => Err(FieldError::new(field, "must be a non-empty string")),
+        };
+        match checked {
+            Ok(id) => ids.push(id),
+            Err(e) => errors.push(e),
+        }
+    }
+    ids
 }
 
 fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
@@ -320,9 +338,14 @@ fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
     out
 }
 
+/// Longest tenant id, in bytes.
+const MAX_TENANT_BYTES: usize = 128;
+/// What a tenant id may hold.
+const TENANT_CHARSET: &str = "must be 1-128 characters of [A-Za-z0-9._:-]";
+
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 128
+        && s.len() <= MAX_TENANT_BYTES
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
 }
