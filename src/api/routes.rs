@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use super::extract::{Auth, JsonBody};
 use super::openapi::{
     AuthErrors, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, RecallBody,
-    ReplayBody, Revoked, Unavailable, WriteResponse,
+    ReplayBody, Revoked, RotatedAdminKey, Unavailable, WriteResponse,
 };
 use super::AppState;
-use crate::auth::{roles, Limits};
+use crate::auth::{roles, Limits, Revocation};
 use crate::engine::WriteOutcome;
 use crate::error::{ErrorCode, FieldError, Problem};
 use crate::model::ident::{self, MAX_ID_BYTES};
@@ -423,6 +423,7 @@ pub async fn list_keys(
     responses(
         (status = 200, description = "revoked", body = Revoked),
         (status = 404, description = "no such key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "the last usable admin key (rotate it instead), or the EPISODIC_ADMIN_KEY key", body = ProblemDoc, content_type = "application/problem+json"),
         AuthErrors,
         Unavailable
     )
@@ -435,17 +436,65 @@ pub async fn revoke_key(
     principal.require_admin()?;
     let keys = state.keys.clone();
     let id = key_id.clone();
-    let found = tokio::task::spawn_blocking(move || keys.revoke(&id))
+    let outcome = tokio::task::spawn_blocking(move || keys.revoke(&id))
         .await
         .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
         .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
-    if !found {
-        return Err(Problem::new(
+    match outcome {
+        Revocation::Revoked => Ok(Json(json!({"keyId": key_id, "revoked": true}))),
+        Revocation::NotFound => Err(Problem::new(
             ErrorCode::NotFound,
             format!("key {key_id} not found"),
-        ));
+        )),
+        Revocation::LastAdmin => Err(Problem::new(
+            ErrorCode::Conflict,
+            "an admin key cannot be revoked without a replacement: rotate it with \
+             POST /v1/admin/keys/admin/rotate, or set EPISODIC_ADMIN_KEY and restart first",
+        )),
+        Revocation::EnvironmentKey => Err(Problem::new(
+            ErrorCode::Conflict,
+            "the admin key from EPISODIC_ADMIN_KEY has no record to revoke: set a new \
+             EPISODIC_ADMIN_KEY and restart to replace it",
+        )),
     }
-    Ok(Json(json!({"keyId": key_id, "revoked": true})))
+}
+
+/// `POST /v1/admin/keys/admin/rotate` (admin): a new secret for the generated admin key.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/keys/admin/rotate",
+    tag = "admin",
+    summary = "Replace the generated admin key (the new key is shown once; the old one stops working)",
+    responses(
+        (status = 200, description = "rotated", body = RotatedAdminKey),
+        (status = 409, description = "no generated admin key (the admin key comes from EPISODIC_ADMIN_KEY)", body = ProblemDoc, content_type = "application/problem+json"),
+        AuthErrors,
+        Unavailable
+    )
+)]
+pub async fn rotate_admin_key(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> Result<Json<Value>, Problem> {
+    principal.require_admin()?;
+    let keys = state.keys.clone();
+    let rotated = tokio::task::spawn_blocking(move || keys.rotate_admin())
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+    let Some(new) = rotated else {
+        return Err(Problem::new(
+            ErrorCode::Conflict,
+            "there is no generated admin key to rotate: the admin key comes from \
+             EPISODIC_ADMIN_KEY; set a new value and restart to replace it",
+        ));
+    };
+    Ok(Json(json!({
+        "key": new.key,
+        "keyId": new.record.key_id,
+        "roles": new.record.roles,
+        "createdAt": new.record.created_at,
+    })))
 }
 
 /// Unknown routes.

@@ -11,6 +11,7 @@ mod eval_madial;
 mod eval_scenarios;
 mod fuzz_inputs;
 mod hnsw_path;
+mod http_admin_key;
 mod http_auth;
 mod http_governance;
 mod http_langchain;
