@@ -9,6 +9,7 @@ mod disk_full;
 mod eval_locomo;
 mod eval_madial;
 mod eval_scenarios;
+mod file_modes;
 mod fuzz_inputs;
 mod hnsw_path;
 mod http_admin_key;
