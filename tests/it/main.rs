@@ -15,6 +15,7 @@ mod hnsw_path;
 mod http_admin_key;
 mod http_auth;
 mod http_governance;
+mod http_identifiers;
 mod http_langchain;
 mod http_lifecycle;
 mod http_observe;
