@@ -8,14 +8,23 @@
 //! - a [`Finding`] carries only the kind and a byte span: nothing in this module logs,
 //!   formats or returns a secret's value, and [`mask`] is the only function that touches the
 //!   matched bytes (to replace them);
-//! - well-known token formats are matched by their published prefix and shape (Stripe,
-//!   GitHub, AWS, Slack, Google, OpenAI-style `sk-`, JWT, PEM private keys,
-//!   `scheme://user:password@host`, `Authorization: Bearer|Basic`);
-//! - assignments ("password=…", "DB_PASSWORD: …", "the db password is …", "with password …",
-//!   "api_key=…", "token: …") need a key word *and* a value that looks like a secret, and the
-//!   bar rises as the phrasing gets looser: `=` accepts any non-placeholder password, prose
-//!   ("… password is X") needs a digit, symbol or inner capital in X, and a bare
-//!   "password X" needs a long value mixing three character classes; token/key/secret
+//! - well-known token formats are matched by their published prefix and shape (this
+//!   server's own API keys `epi_<keyId>_<secret>`, Stripe, GitHub, AWS, Slack, Google,
+//!   OpenAI-style `sk-`, JWT, PEM private keys, `scheme://user:password@host`,
+//!   `Authorization: Bearer|Basic`);
+//! - characters that render as nothing (zero-width space, non-joiner and joiner, word
+//!   joiner, invisible operators, soft hyphen, BOM, bidi marks and controls, tag
+//!   characters) are ignored while matching, so a token or key word split by one is found
+//!   as if it were whole; the finding's span is mapped back to the original text and
+//!   covers the invisible characters inside it;
+//! - assignments ("password=…", "DB_PASSWORD: …", "pw: …", "the db password is …",
+//!   "password is: …", "with password …", "passwd …", "api_key=…", "token: …") need a key
+//!   word *and* a value that looks like a secret, and the bar rises as the phrasing gets
+//!   looser: `=` or a `pw:`/`pwd:`/`passwd:` label accepts any non-placeholder password,
+//!   prose ("… password is X", "pwd is X") needs a digit, symbol or inner capital in X, a
+//!   bare "passwd X" / "pwd X" needs the same, and a bare "password X" needs a long value
+//!   mixing three character classes; an absolute path after `pwd` (`PWD=/home/app`, "pwd is
+//!   /srv") is the working directory, not a password; token/key/secret
 //!   values need eight characters with letters and digits. Placeholders (`***`,
 //!   `<redacted>`, `${VAR}`), ordinary words ("the password is incorrect") and attribute
 //!   keys (`password_policy`, `token_expiry`, `max_tokens`) are not credentials, so a
@@ -26,7 +35,9 @@
 //!
 //! Known limits: a password that is a plain lowercase word stated in prose ("my password
 //! is hunter") is not detected (it is indistinguishable from "my password is expired"), nor
-//! are high-entropy strings with no key word or known prefix.
+//! are high-entropy strings with no key word or known prefix, nor a key word or token
+//! written in look-alike letters (fullwidth `ｐａｓｓｗｏｒｄ`, Cyrillic `а`) or split by
+//! visible characters (spaces, dots).
 
 use std::sync::LazyLock;
 
@@ -51,6 +62,8 @@ pub enum CredentialKind {
     GoogleApiKey,
     /// OpenAI-style long key (`sk-…`, `sk-proj-…`).
     SkKey,
+    /// This server's own API key (`epi_<keyId>_<secret>`).
+    EpisodicKey,
     /// JSON Web Token (`eyJ….….…`).
     Jwt,
     /// PEM private key block.
@@ -76,6 +89,7 @@ impl CredentialKind {
             CredentialKind::SlackToken => "slack_token",
             CredentialKind::GoogleApiKey => "google_api_key",
             CredentialKind::SkKey => "sk_key",
+            CredentialKind::EpisodicKey => "episodic_key",
             CredentialKind::Jwt => "jwt",
             CredentialKind::PrivateKey => "private_key",
             CredentialKind::UrlCredentials => "url_credentials",
@@ -110,7 +124,12 @@ type Format = (CredentialKind, &'static str, ValueCheck);
 /// Accepts or rejects the matched secret.
 type ValueCheck = fn(&str) -> bool;
 
-const FORMATS: [Format; 11] = [
+const FORMATS: [Format; 12] = [
+    (
+        CredentialKind::EpisodicKey,
+        r"\bepi_(?:[0-9A-Fa-f]{16}|admin)_[0-9A-Za-z_-]{43,}",
+        |_| true,
+    ),
     (
         CredentialKind::StripeKey,
         r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|\bwhsec_[0-9A-Za-z]{24,}",
@@ -226,13 +245,14 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
 /// Prose: "the db password is X", "my password for the VPN is X", "password was changed to X".
 static PROSE: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(
-        r#"(?i)\b(?:(?P<pw>password|passwd|passphrase|passcode|pwd)|{SECRET_WORDS}|api key|access key|secret key)\b(?:\s+(?:for|to|on|of)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w.-]+(?:\s+[\w.-]+)?)?\s+(?:is|was|are|=)(?:\s+(?:now|still|currently|just))?(?:\s+(?:set|changed|reset|updated))?(?:\s+to)?\s+(?P<q>["'`]?)(?P<val>[^\s"'`]+)|\b(?P<pw2>password|passwd|passphrase|pwd)\s+(?:has\s+been\s+|was\s+|got\s+)?(?:set|changed|reset|updated)\s+to\s+["'`]?(?P<val2>[^\s"'`]+)"#
+        r#"(?i)\b(?:(?P<pw>password|passwd|passphrase|passcode|pwd|pw)|{SECRET_WORDS}|api key|access key|secret key)\b(?:\s+(?:for|to|on|of)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w.-]+(?:\s+[\w.-]+)?)?\s+(?:is|was|are|=):?(?:\s+(?:now|still|currently|just))?(?:\s+(?:set|changed|reset|updated))?(?:\s+to)?\s+(?P<q>["'`]?)(?P<val>[^\s"'`]+)|\b(?P<pw2>password|passwd|passphrase|pwd)\s+(?:has\s+been\s+|was\s+|got\s+)?(?:set|changed|reset|updated)\s+to\s+["'`]?(?P<val2>[^\s"'`]+)"#
     ))
 });
 
-/// Bare: "user admin with password X", "login root / password X".
-static BARE: LazyLock<Regex> =
-    LazyLock::new(|| re(r#"(?i)\b(?:password|passwd|passphrase|pwd)\s+["'`]?(?P<val>[^\s"'`]+)"#));
+/// Bare: "user admin with password X", "login root / password X", "passwd X".
+static BARE: LazyLock<Regex> = LazyLock::new(|| {
+    re(r#"(?i)\b(?:(?P<tech>passwd|pwd)|password|passphrase)\s+["'`]?(?P<val>[^\s"'`]+)"#)
+});
 
 /// Values that stand for a secret without being one.
 const PLACEHOLDERS: [&str; 24] = [
@@ -312,8 +332,65 @@ const ORDINARY_WORDS: [&str; 46] = [
     "stored",
 ];
 
+/// Characters that render as nothing, so they can split a token or key word without
+/// changing how the text reads.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{AD}' | '\u{34F}' | '\u{61C}' | '\u{180E}' | '\u{200B}'..='\u{200F}'
+        | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}'
+        | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}')
+}
+
+/// `text` without its invisible characters, and where each remaining byte came from.
+struct Visible {
+    text: String,
+    /// `origin[i]` is the offset in the original text of byte `i` of `text`;
+    /// `origin[text.len()]` is the original length.
+    origin: Vec<usize>,
+}
+
+impl Visible {
+    /// `None` when `text` has no invisible character (the common case: no copy).
+    fn of(text: &str) -> Option<Visible> {
+        if !text.chars().any(is_invisible) {
+            return None;
+        }
+        let mut visible = String::with_capacity(text.len());
+        let mut origin = Vec::with_capacity(text.len() + 1);
+        for (at, c) in text.char_indices().filter(|(_, c)| !is_invisible(*c)) {
+            visible.push(c);
+            origin.extend((0..c.len_utf8()).map(|k| at + k));
+        }
+        origin.push(text.len());
+        Some(Visible {
+            text: visible,
+            origin,
+        })
+    }
+
+    /// The finding's span in the original text; an end maps to the next visible character,
+    /// so invisible characters right after a secret are masked with it.
+    fn map(&self, f: Finding) -> Finding {
+        Finding {
+            start: self.origin[f.start],
+            end: self.origin[f.end],
+            ..f
+        }
+    }
+}
+
 /// Every credential in `text`, ordered by start offset, overlaps merged to the first.
+/// Invisible characters are ignored while matching; spans refer to `text` as given.
 pub fn detect(text: &str) -> Vec<Finding> {
+    match Visible::of(text) {
+        None => detect_visible(text),
+        Some(v) => detect_visible(&v.text)
+            .into_iter()
+            .map(|f| v.map(f))
+            .collect(),
+    }
+}
+
+fn detect_visible(text: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     for (kind, pattern, ok) in FORMAT_RES.iter() {
         for c in pattern.captures_iter(text) {
@@ -342,7 +419,18 @@ pub fn detect(text: &str) -> Vec<Finding> {
     for c in BARE.captures_iter(text) {
         let Some(v) = c.name("val") else { continue };
         let (start, end) = trim_value(text, v.start(), v.end());
-        if strong_password(&text[start..end]) {
+        let value = &text[start..end];
+        // `passwd`/`pwd` are labels, not words: a value with secret texture after one is
+        // a password; after "password" prose is common, so the value must be strong.
+        let ok = if c.name("tech").is_some() {
+            plausible_password(value)
+                && !ordinary(value)
+                && has_secret_texture(value)
+                && !path_like(value)
+        } else {
+            strong_password(value)
+        };
+        if ok {
             out.push(Finding {
                 kind: CredentialKind::Password,
                 start,
@@ -400,12 +488,18 @@ fn assignment(c: &Captures) -> Option<Finding> {
     let code_key = key.contains(['_', '.', '-']) || key == "apikey";
     let is_password = c.name("pw").is_some();
     let ok = if is_password {
-        // `pass`/`pw` alone are too common as words to be keys in prose.
-        let short_key = matches!(key.as_str(), "pass" | "pw");
+        if key.rsplit(['_', '.', '-']).next() == Some("pwd") && path_like(value) {
+            // `PWD=/home/app`: the working directory.
+            return None;
+        }
+        // `pass` alone is too common a word to be a key in prose ("boarding pass: 12A").
+        let short_key = key == "pass";
         if code_sep || quoted || code_key {
             plausible_password(value)
+        } else if short_key {
+            plausible_password(value) && has_secret_texture(value) && !ordinary(value)
         } else {
-            !short_key && plausible_password(value) && !ordinary(value)
+            plausible_password(value) && !ordinary(value)
         }
     } else if matches!(key.as_str(), "auth" | "credential" | "credentials") {
         strong_secret(value) && (code_sep || quoted)
@@ -435,7 +529,10 @@ fn prose(c: &Captures) -> Option<Finding> {
     let value = &text[start..end];
     let quoted = c.name("q").is_some_and(|q| !q.as_str().is_empty());
     let ok = if is_password {
-        plausible_password(value) && !ordinary(value) && (quoted || has_secret_texture(value))
+        plausible_password(value)
+            && !ordinary(value)
+            && (quoted || has_secret_texture(value))
+            && !path_like(value)
     } else {
         strong_secret(value)
     };
@@ -475,6 +572,11 @@ fn placeholder(v: &str) -> bool {
         || lower.starts_with("your_")
         || lower.starts_with("your-")
         || lower.starts_with("my_")
+}
+
+/// An absolute or home-relative path (what `pwd` prints), not a password.
+fn path_like(v: &str) -> bool {
+    v.starts_with('/') || v.starts_with("~/") || v.starts_with("./")
 }
 
 fn ordinary(v: &str) -> bool {
@@ -730,6 +832,183 @@ mod tests {
         "Ticket: password reset for user 42",
         "the new password is stored in the vault",
     ];
+
+    /// An API key of this server's format (`epi_<16 hex>_<43 base64url>`).
+    const EPI_KEY: &str = "epi_3f9a0c1d2e4b5a6f_CzBVep_E6Q4zWH2ix-wRNluApcrvFDleg6jN8hc8YYY";
+    /// The generated admin key's format.
+    const EPI_ADMIN: &str = "epi_admin_BwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSY";
+
+    /// Forms beyond the first table: this server's keys, tokens and key words
+    /// split by invisible characters, and the short password labels. Each: text, the text
+    /// that must be gone once masked, kind.
+    fn hardened_positives() -> Vec<(String, &'static str, CredentialKind)> {
+        let key = EPI_KEY;
+        vec![
+            (
+                format!("use {key} for the agent"),
+                key,
+                CredentialKind::EpisodicKey,
+            ),
+            (
+                format!("Authorization: Bearer {key}"),
+                key,
+                CredentialKind::EpisodicKey,
+            ),
+            (
+                format!("admin key is {EPI_ADMIN}."),
+                EPI_ADMIN,
+                CredentialKind::EpisodicKey,
+            ),
+            (
+                format!("EPISODIC_API_KEY={key}"),
+                key,
+                CredentialKind::EpisodicKey,
+            ),
+            (
+                format!("{}\u{200B}{}", &key[..20], &key[20..]),
+                "CzBVep_E6Q4zWH2ix",
+                CredentialKind::EpisodicKey,
+            ),
+            (
+                "token ghp_16C7e42F292c\u{200C}6912E7710c838347Ae178B4a here".into(),
+                "6912E7710c838347Ae178B4a",
+                CredentialKind::GithubToken,
+            ),
+            (
+                "sk_live_4eC39Hq\u{200D}LyjWDarjtT1zdp7dc".into(),
+                "LyjWDarjtT1zdp7dc",
+                CredentialKind::StripeKey,
+            ),
+            (
+                "AKIAIOSF\u{2060}ODNN7EXAMPLE".into(),
+                "ODNN7EXAMPLE",
+                CredentialKind::AwsAccessKeyId,
+            ),
+            (
+                "\u{FEFF}xoxb-2048-1024-a1B2c3\u{AD}D4e5F6g7H8".into(),
+                "D4e5F6g7H8",
+                CredentialKind::SlackToken,
+            ),
+            (
+                "pass\u{200B}word=hunter22".into(),
+                "hunter22",
+                CredentialKind::Password,
+            ),
+            ("pw: hunter22".into(), "hunter22", CredentialKind::Password),
+            (
+                "PW: Tr0ub4dor".into(),
+                "Tr0ub4dor",
+                CredentialKind::Password,
+            ),
+            ("pw=letmein".into(), "letmein", CredentialKind::Password),
+            ("pwd=letmein".into(), "letmein", CredentialKind::Password),
+            ("pwd = s3cret!".into(), "s3cret!", CredentialKind::Password),
+            (
+                "passwd hunter22".into(),
+                "hunter22",
+                CredentialKind::Password,
+            ),
+            (
+                "login root passwd Winter#9".into(),
+                "Winter#9",
+                CredentialKind::Password,
+            ),
+            (
+                "passwd: sunshine".into(),
+                "sunshine",
+                CredentialKind::Password,
+            ),
+            (
+                "password is hunter22".into(),
+                "hunter22",
+                CredentialKind::Password,
+            ),
+            (
+                "the password is: Xk9pq2mLw".into(),
+                "Xk9pq2mLw",
+                CredentialKind::Password,
+            ),
+            (
+                "Password is `sunshine`".into(),
+                "sunshine",
+                CredentialKind::Password,
+            ),
+            (
+                "my pw is hunter22".into(),
+                "hunter22",
+                CredentialKind::Password,
+            ),
+            (
+                "the pwd is Summer2026".into(),
+                "Summer2026",
+                CredentialKind::Password,
+            ),
+        ]
+    }
+
+    /// Ordinary text near the hardened forms that must stay clean.
+    const HARDENED_NEGATIVES: [&str; 20] = [
+        "keys look like epi_<keyId>_<secret>",
+        "the epi_ prefix marks this server's keys",
+        "epi_3f9a0c1d2e4b5a6f_short",
+        "epi_admin_ was revoked and replaced",
+        "zero\u{200B}width characters are harmless in prose",
+        "soft\u{AD}hyphen\u{AD}ated words wrap nicely",
+        "token\u{200B}: expired",
+        "pw: ********",
+        "pw: n/a",
+        "the pw is expired",
+        "passwd file permissions were fixed",
+        "edited /etc/passwd and /etc/shadow",
+        "ran passwd -l bob to lock the account",
+        "the pwd command prints the working directory",
+        "PWD=/home/deploy/app",
+        "the pwd is /srv/episodic",
+        "password is required",
+        "the password is still valid",
+        "boarding pass: gate B12",
+        "pass: the salt",
+    ];
+
+    #[test]
+    fn hardened_positives_are_detected_and_masked() {
+        for (text, secret, kind) in hardened_positives() {
+            let found = detect(&text);
+            assert_eq!(found.len(), 1, "{text:?}: {found:?}");
+            assert_eq!(found[0].kind, kind, "{text:?}");
+            let masked = mask(&text, &found);
+            assert!(!masked.contains(secret), "{masked:?}");
+            assert!(
+                masked.contains(&format!("[redacted {}]", kind.as_str())),
+                "{masked:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hardened_negatives_are_not_credentials() {
+        for text in HARDENED_NEGATIVES {
+            let found = detect(text);
+            assert!(found.is_empty(), "{text:?}: {:?}", kinds(&found));
+        }
+    }
+
+    #[test]
+    fn a_split_token_is_masked_with_its_invisible_characters() {
+        let text = "key ghp_16C7e42F292c\u{200B}6912E7710c838347Ae178B4a\u{200B} end";
+        let found = detect(text);
+        assert_eq!(mask(text, &found), "key [redacted github_token] end");
+        assert!(found
+            .iter()
+            .all(|f| text.is_char_boundary(f.start) && text.is_char_boundary(f.end)));
+    }
+
+    #[test]
+    fn the_servers_own_key_is_masked_whole() {
+        let text = format!("saved {EPI_KEY} in the notes");
+        let found = detect(&text);
+        assert_eq!(&text[found[0].start..found[0].end], EPI_KEY);
+    }
 
     #[test]
     fn all_patterns_compile() {

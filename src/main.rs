@@ -120,6 +120,7 @@ fn init_logging(format: &str) {
 }
 
 fn main() -> ExitCode {
+    episodic::fsutil::owner_only_umask();
     if let Some(path) = config_path_from_args() {
         if let Err(e) = episodic::config::apply_config_file(&path) {
             eprintln!("error: {e:#}");

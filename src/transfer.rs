@@ -150,7 +150,9 @@ pub fn import(args: &ImportArgs) -> anyhow::Result<ImportSummary> {
     runtime.block_on(engine.shutdown());
     let summary = result?;
     if let Some(path) = &args.summary {
-        std::fs::write(path, serde_json::to_vec_pretty(&summary)?)
+        let bytes = serde_json::to_vec_pretty(&summary)?;
+        crate::fsutil::create_private(path)
+            .and_then(|mut f| f.write_all(&bytes))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(summary)
@@ -398,7 +400,8 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<usize> {
     runtime.block_on(engine.shutdown());
     let mut out: Box<dyn Write> = match &args.out {
         Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            crate::fsutil::create_private(path)
+                .with_context(|| format!("creating {}", path.display()))?,
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };

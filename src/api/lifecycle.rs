@@ -17,6 +17,7 @@ use super::AppState;
 use crate::audit::AuditQuery;
 use crate::auth::roles;
 use crate::error::{FieldError, Problem};
+use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Timestamp;
 
 /// Most audit entries one page may hold.
@@ -82,13 +83,14 @@ fn parse_erasure(body: &Value) -> Result<String, Problem> {
                 .collect()
         })
         .unwrap_or_default();
-    let actor = match body.get("actorId") {
-        Some(Value::String(a)) if !a.trim().is_empty() && a.len() <= 512 => a.clone(),
-        _ => {
-            errors.push(FieldError::new("actorId", "must be a non-empty string"));
-            String::new()
-        }
+    let checked = match body.get("actorId") {
+        Some(Value::String(a)) => ident::field("actorId", a, MAX_ID_BYTES),
+        _ => Err(FieldError::new("actorId", "must be a non-empty string")),
     };
+    let actor = checked.unwrap_or_else(|e| {
+        errors.push(e);
+        String::new()
+    });
     if errors.is_empty() {
         Ok(actor)
     } else {
@@ -218,15 +220,29 @@ fn parse_audit_query(params: &HashMap<String, String>) -> Result<AuditQuery, Pro
             None
         }
     };
+    let event_id = id_param(params, "eventId", &mut errors);
+    let action = id_param(params, "action", &mut errors);
     if !errors.is_empty() {
         return Err(Problem::validation(errors));
     }
     Ok(AuditQuery {
-        event_id: params.get("eventId").cloned(),
-        action: params.get("action").cloned(),
+        event_id,
+        action,
         from,
         to,
         limit,
         after_seq,
     })
+}
+
+/// An id-valued query parameter through the identifier rule (`None` when absent).
+fn id_param(
+    params: &HashMap<String, String>,
+    key: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    let raw = params.get(key)?;
+    ident::field(key, raw, MAX_ID_BYTES)
+        .map_err(|e| errors.push(e))
+        .ok()
 }

@@ -82,6 +82,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(langchain::retrieve))
         .routes(routes!(routes::create_key, routes::list_keys))
         .routes(routes!(routes::revoke_key))
+        .routes(routes!(routes::rotate_admin_key))
         .routes(routes!(routes::get_policy))
         .routes(routes!(routes::replay_policy))
         .routes(routes!(ops::openapi_json))

@@ -339,6 +339,20 @@ pub struct Revoked {
     pub revoked: bool,
 }
 
+/// `POST /v1/admin/keys/admin/rotate` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedAdminKey {
+    /// The new admin key, shown only in this answer.
+    pub key: String,
+    /// Always `admin`.
+    pub key_id: String,
+    /// Its roles.
+    pub roles: Vec<String>,
+    /// When the new secret was made.
+    pub created_at: Timestamp,
+}
+
 /// `POST /v1/admin/policy/replay` body.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

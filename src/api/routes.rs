@@ -14,12 +14,13 @@ use serde_json::{json, Value};
 use super::extract::{Auth, JsonBody};
 use super::openapi::{
     AuthErrors, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, RecallBody,
-    ReplayBody, Revoked, Unavailable, WriteResponse,
+    ReplayBody, Revoked, RotatedAdminKey, Unavailable, WriteResponse,
 };
 use super::AppState;
-use crate::auth::{roles, Limits};
+use crate::auth::{roles, Limits, Revocation};
 use crate::engine::WriteOutcome;
 use crate::error::{ErrorCode, FieldError, Problem};
+use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Decision;
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
@@ -227,16 +228,7 @@ fn parse_new_key(body: &Value) -> Result<(String, Vec<String>, Limits), Problem>
     {
         errors.push(FieldError::new(k.clone(), "unknown field"));
     }
-    let tenant = match obj.get("tenantId") {
-        Some(Value::String(t)) if valid_name(t) => t.clone(),
-        _ => {
-            errors.push(FieldError::new(
-                "tenantId",
-                "must be 1-128 characters of [A-Za-z0-9._:-]",
-            ));
-            String::new()
-        }
-    };
+    let tenant = parse_tenant(obj.get("tenantId"), &mut errors);
     let roles = parse_roles(obj.get("roles"), &mut errors);
     let limits = parse_limits(&obj, &mut errors);
     if errors.is_empty() {
@@ -246,21 +238,29 @@ fn parse_new_key(body: &Value) -> Result<(String, Vec<String>, Limits), Problem>
     }
 }
 
+/// A tenant id: the identifier rule, then the tenant charset.
+fn parse_tenant(v: Option<&Value>, errors: &mut Vec<FieldError>) -> String {
+    let Some(Value::String(raw)) = v else {
+        errors.push(FieldError::new("tenantId", TENANT_CHARSET));
+        return String::new();
+    };
+    match ident::field("tenantId", raw, MAX_TENANT_BYTES) {
+        Ok(t) if valid_name(&t) => t,
+        Ok(_) => {
+            errors.push(FieldError::new("tenantId", TENANT_CHARSET));
+            String::new()
+        }
+        Err(e) => {
+            errors.push(e);
+            String::new()
+        }
+    }
+}
+
 fn parse_limits(obj: &serde_json::Map<String, Value>, errors: &mut Vec<FieldError>) -> Limits {
     let actor_ids = match obj.get("actorIds") {
         None | Some(Value::Null) => None,
-        Some(Value::Array(items)) if !items.is_empty() => {
-            let ids: Vec<String> = items
-                .iter()
-                .filter_map(|v| v.as_str())
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect();
-            if ids.len() != items.len() {
-                errors.push(FieldError::new("actorIds", "must be non-empty strings"));
-            }
-            Some(ids)
-        }
+        Some(Value::Array(items)) if !items.is_empty() => Some(parse_actor_ids(items, errors)),
         Some(_) => {
             errors.push(FieldError::new(
                 "actorIds",
@@ -286,6 +286,24 @@ fn parse_limits(obj: &serde_json::Map<String, Value>, errors: &mut Vec<FieldErro
         actor_ids,
         max_privacy_class,
     }
+}
+
+/// Each entry through the identifier rule, so a key limited to `user-1` names the same
+/// actor as events written for it.
+fn parse_actor_ids(items: &[Value], errors: &mut Vec<FieldError>) -> Vec<String> {
+    let mut ids = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("actorIds[{i}]");
+        let checked = match item.as_str() {
+            Some(raw) => ident::field(&field, raw, MAX_ID_BYTES),
+            None => Err(FieldError::new(field, "must be a non-empty string")),
+        };
+        match checked {
+            Ok(id) => ids.push(id),
+            Err(e) => errors.push(e),
+        }
+    }
+    ids
 }
 
 fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
@@ -324,9 +342,14 @@ fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
     out
 }
 
+/// Longest tenant id, in bytes.
+const MAX_TENANT_BYTES: usize = 128;
+/// What a tenant id may hold.
+const TENANT_CHARSET: &str = "must be 1-128 characters of [A-Za-z0-9._:-]";
+
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 128
+        && s.len() <= MAX_TENANT_BYTES
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
 }
@@ -404,6 +427,7 @@ pub async fn list_keys(
     responses(
         (status = 200, description = "revoked", body = Revoked),
         (status = 404, description = "no such key", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "the last usable admin key (rotate it instead), or the EPISODIC_ADMIN_KEY key", body = ProblemDoc, content_type = "application/problem+json"),
         AuthErrors,
         Unavailable
     )
@@ -416,17 +440,65 @@ pub async fn revoke_key(
     principal.require_admin()?;
     let keys = state.keys.clone();
     let id = key_id.clone();
-    let found = tokio::task::spawn_blocking(move || keys.revoke(&id))
+    let outcome = tokio::task::spawn_blocking(move || keys.revoke(&id))
         .await
         .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
         .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
-    if !found {
-        return Err(Problem::new(
+    match outcome {
+        Revocation::Revoked => Ok(Json(json!({"keyId": key_id, "revoked": true}))),
+        Revocation::NotFound => Err(Problem::new(
             ErrorCode::NotFound,
             format!("key {key_id} not found"),
-        ));
+        )),
+        Revocation::LastAdmin => Err(Problem::new(
+            ErrorCode::Conflict,
+            "an admin key cannot be revoked without a replacement: rotate it with \
+             POST /v1/admin/keys/admin/rotate, or set EPISODIC_ADMIN_KEY and restart first",
+        )),
+        Revocation::EnvironmentKey => Err(Problem::new(
+            ErrorCode::Conflict,
+            "the admin key from EPISODIC_ADMIN_KEY has no record to revoke: set a new \
+             EPISODIC_ADMIN_KEY and restart to replace it",
+        )),
     }
-    Ok(Json(json!({"keyId": key_id, "revoked": true})))
+}
+
+/// `POST /v1/admin/keys/admin/rotate` (admin): a new secret for the generated admin key.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/keys/admin/rotate",
+    tag = "admin",
+    summary = "Replace the generated admin key (the new key is shown once; the old one stops working)",
+    responses(
+        (status = 200, description = "rotated", body = RotatedAdminKey),
+        (status = 409, description = "no generated admin key (the admin key comes from EPISODIC_ADMIN_KEY)", body = ProblemDoc, content_type = "application/problem+json"),
+        AuthErrors,
+        Unavailable
+    )
+)]
+pub async fn rotate_admin_key(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> Result<Json<Value>, Problem> {
+    principal.require_admin()?;
+    let keys = state.keys.clone();
+    let rotated = tokio::task::spawn_blocking(move || keys.rotate_admin())
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+    let Some(new) = rotated else {
+        return Err(Problem::new(
+            ErrorCode::Conflict,
+            "there is no generated admin key to rotate: the admin key comes from \
+             EPISODIC_ADMIN_KEY; set a new value and restart to replace it",
+        ));
+    };
+    Ok(Json(json!({
+        "key": new.key,
+        "keyId": new.record.key_id,
+        "roles": new.record.roles,
+        "createdAt": new.record.created_at,
+    })))
 }
 
 /// Unknown routes.

@@ -2,7 +2,11 @@
 //!
 //! Key format: `epi_<keyId>_<secret>`. Invariants: plaintext keys exist only in the response
 //! that creates them (and, for a generated admin key, once in `admin.key`, mode 0600); lookups
-//! go by key id and compare SHA-256 digests in constant time; the file is replaced atomically.
+//! go by key id and compare SHA-256 digests in constant time; the file is replaced atomically;
+//! an `EPISODIC_ADMIN_KEY` weaker than the rule of [`super::strength`] refuses to open the
+//! store; there is always a usable admin key: the generated `admin` record cannot be revoked
+//! unless `EPISODIC_ADMIN_KEY` provides another (it can be rotated instead, which replaces its
+//! secret in one atomic write), and the environment key (`admin-env`) has no record to revoke.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::strength::{self, WeakKey};
 use super::{roles, Limits, Principal};
 use crate::error::{ErrorCode, Problem};
 use crate::fsutil;
@@ -43,6 +48,29 @@ pub enum KeyStoreError {
         /// Why.
         reason: String,
     },
+    /// `EPISODIC_ADMIN_KEY` is weaker than the rule.
+    #[error(
+        "EPISODIC_ADMIN_KEY is too weak: {reason}; the rule: {}",
+        strength::RULE
+    )]
+    WeakAdminKey {
+        /// What failed (never the key).
+        #[source]
+        reason: WeakKey,
+    },
+}
+
+/// What [`KeyStore::revoke`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// The key is revoked (now or before).
+    Revoked,
+    /// No such key.
+    NotFound,
+    /// Refused: the key is the last usable admin key.
+    LastAdmin,
+    /// Refused: the environment admin key has no record; it changes with its variable.
+    EnvironmentKey,
 }
 
 /// One stored key (never the plaintext).
@@ -122,6 +150,10 @@ impl KeyStore {
         data_dir: &Path,
         admin_key: Option<&str>,
     ) -> Result<(KeyStore, Option<PathBuf>), KeyStoreError> {
+        if let Some(key) = admin_key {
+            strength::check_admin_key(key)
+                .map_err(|reason| KeyStoreError::WeakAdminKey { reason })?;
+        }
         let path = data_dir.join("keys.json");
         let records = load_records(&path)?;
         let store = KeyStore {
@@ -230,17 +262,58 @@ impl KeyStore {
         all
     }
 
-    /// Revokes a key; `Ok(false)` if no such key. Takes effect for the next request.
-    pub fn revoke(&self, key_id: &str) -> Result<bool, KeyStoreError> {
+    /// Revokes a key unless it is the last usable admin key. Takes effect for the next
+    /// request.
+    pub fn revoke(&self, key_id: &str) -> Result<Revocation, KeyStoreError> {
+        if key_id == ENV_ADMIN_KEY_ID && self.env_admin_digest.is_some() {
+            return Ok(Revocation::EnvironmentKey);
+        }
+        if key_id == ADMIN_KEY_ID && self.env_admin_digest.is_none() {
+            return Ok(Revocation::LastAdmin);
+        }
         let mut records = self.records.write();
-        let Some(rec) = records.get_mut(key_id) else {
-            return Ok(false);
+        let Some(rec) = records.get(key_id) else {
+            return Ok(Revocation::NotFound);
         };
         if rec.revoked_at.is_none() {
-            rec.revoked_at = Some(Timestamp::now());
+            let mut next = records.clone();
+            if let Some(r) = next.get_mut(key_id) {
+                r.revoked_at = Some(Timestamp::now());
+            }
+            persist(&self.path, &next)?;
+            *records = next;
         }
-        persist(&self.path, &records)?;
-        Ok(true)
+        Ok(Revocation::Revoked)
+    }
+
+    /// Replaces the generated admin key's secret (and lifts a revocation): the new key is
+    /// returned once, the old one stops working with the same atomic write, and the stale
+    /// `admin.key` file is removed. `Ok(None)` when there is no generated admin record (the
+    /// admin key then comes from `EPISODIC_ADMIN_KEY`). Blocking file I/O.
+    pub fn rotate_admin(&self) -> Result<Option<NewKey>, KeyStoreError> {
+        let data_dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut records = self.records.write();
+        let Some(old) = records.get(ADMIN_KEY_ID) else {
+            return Ok(None);
+        };
+        let key = format!("epi_{ADMIN_KEY_ID}_{}", random_token(32));
+        let record = KeyRecord {
+            sha256: hex::encode(digest(&key)),
+            created_at: Timestamp::now(),
+            revoked_at: None,
+            ..old.clone()
+        };
+        let mut next = records.clone();
+        next.insert(ADMIN_KEY_ID.to_string(), record.clone());
+        persist(&self.path, &next)?;
+        *records = next;
+        let stale = data_dir.join("admin.key");
+        match std::fs::remove_file(&stale) {
+            Ok(()) => fsutil::sync_dir(data_dir).map_err(io_err(data_dir))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&stale)(e)),
+        }
+        Ok(Some(NewKey { key, record }))
     }
 
     fn insert_and_persist(&self, record: KeyRecord) -> Result<(), KeyStoreError> {
@@ -278,6 +351,9 @@ fn persist(path: &Path, records: &HashMap<String, KeyRecord>) -> Result<(), KeyS
 mod tests {
     use super::*;
 
+    /// An environment admin key that passes the strength rule.
+    const ENV_ADMIN: &str = "env-admin-Qm7xV2kP9wL4zR8tN3cY6hB1dF5gJ0sA";
+
     #[test]
     fn generated_admin_key_is_written_once_and_persists() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -302,10 +378,10 @@ mod tests {
     #[test]
     fn tenant_keys_authenticate_and_revoke() {
         let dir = tempfile::tempdir().expect("tmp");
-        let (store, _) = KeyStore::open(dir.path(), Some("env-secret")).expect("open");
+        let (store, _) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("open");
         assert!(!dir.path().join("admin.key").exists());
         assert!(store
-            .authenticate("env-secret")
+            .authenticate(ENV_ADMIN)
             .expect("env admin")
             .has_role(roles::ADMIN));
         let new = store
@@ -317,9 +393,84 @@ mod tests {
         tampered.push('x');
         assert!(store.authenticate(&tampered).is_err());
         assert!(store.authenticate("epi_nope_secret").is_err());
-        assert!(store.revoke(&new.record.key_id).expect("revoke"));
+        assert_eq!(
+            store.revoke(&new.record.key_id).expect("revoke"),
+            Revocation::Revoked
+        );
         assert!(store.authenticate(&new.key).is_err());
-        let (reopened, _) = KeyStore::open(dir.path(), Some("env-secret")).expect("reopen");
+        let (reopened, _) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("reopen");
         assert!(reopened.authenticate(&new.key).is_err());
+    }
+
+    #[test]
+    fn a_weak_environment_admin_key_refuses_to_open() {
+        let dir = tempfile::tempdir().expect("tmp");
+        for weak in ["a", "test-admin-key", &"x".repeat(40)] {
+            let err = KeyStore::open(dir.path(), Some(weak)).expect_err(weak);
+            let msg = err.to_string();
+            assert!(msg.starts_with("EPISODIC_ADMIN_KEY is too weak"), "{msg}");
+            assert!(
+                msg.contains("at least 32 printable ASCII characters"),
+                "{msg}"
+            );
+            assert!(
+                weak.len() < 2 || !msg.contains(weak),
+                "never the key: {msg}"
+            );
+        }
+        assert!(!dir.path().join("keys.json").exists());
+    }
+
+    #[test]
+    fn the_last_admin_key_cannot_be_revoked() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (store, written) = KeyStore::open(dir.path(), None).expect("open");
+        let admin = std::fs::read_to_string(written.expect("written")).expect("read");
+        assert_eq!(
+            store.revoke("admin").expect("revoke"),
+            Revocation::LastAdmin
+        );
+        assert_eq!(
+            store.revoke("admin-env").expect("revoke"),
+            Revocation::NotFound
+        );
+        drop(store);
+        let (store, _) = KeyStore::open(dir.path(), None).expect("reopen");
+        assert!(store.authenticate(admin.trim()).is_ok());
+        // With an environment key there is a replacement, so the record may go; the
+        // environment key itself has no record to revoke.
+        let (store, _) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("reopen");
+        assert_eq!(
+            store.revoke("admin-env").expect("revoke"),
+            Revocation::EnvironmentKey
+        );
+        assert_eq!(store.revoke("admin").expect("revoke"), Revocation::Revoked);
+        assert!(store.authenticate(admin.trim()).is_err());
+        assert!(store.authenticate(ENV_ADMIN).is_ok());
+    }
+
+    #[test]
+    fn rotation_replaces_the_admin_secret_atomically() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (store, written) = KeyStore::open(dir.path(), None).expect("open");
+        let path = written.expect("written");
+        let old = std::fs::read_to_string(&path).expect("read");
+        let new = store.rotate_admin().expect("rotate").expect("admin record");
+        assert!(new.key.starts_with("epi_admin_"));
+        assert_eq!(new.record.key_id, "admin");
+        assert!(store.authenticate(old.trim()).is_err());
+        assert!(store
+            .authenticate(&new.key)
+            .expect("new key")
+            .has_role(roles::ADMIN));
+        assert!(!path.exists(), "the stale admin.key is removed");
+        drop(store);
+        let (store, written) = KeyStore::open(dir.path(), None).expect("reopen");
+        assert!(written.is_none());
+        assert!(store.authenticate(&new.key).is_ok());
+        assert!(store.authenticate(old.trim()).is_err());
+        let other = tempfile::tempdir().expect("tmp");
+        let (env_only, _) = KeyStore::open(other.path(), Some(ENV_ADMIN)).expect("open");
+        assert!(env_only.rotate_admin().expect("rotate").is_none());
     }
 }

@@ -6,8 +6,9 @@
 //! revoked or unknown key never yields a principal.
 
 mod keys;
+pub mod strength;
 
-pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey};
+pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey, Revocation};
 
 impl Principal {
     /// A principal from a key record's fields (for the key store).

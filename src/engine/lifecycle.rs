@@ -20,7 +20,7 @@ use crate::audit::trail::{placements, FRAME_HEADER_LEN};
 use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
 use crate::index::vector::{HnswIndex, VectorStore};
-use crate::model::Timestamp;
+use crate::model::{ident, Timestamp};
 use crate::store::log::LogRecord;
 use crate::store::record::{
     encode, DeleteReason, DeleteRecord, PutRecord, Record, TombstoneRecord,
@@ -216,7 +216,7 @@ impl Writer {
         let mut erased = Vec::new();
         let mut kept = Vec::new();
         for e in table.live_from(0) {
-            if e.event.tenant_id != tenant || e.event.actor_id != actor {
+            if e.event.tenant_id != tenant || !ident::same_actor(&e.event.actor_id, actor) {
                 continue;
             }
             if e.event.retention.delete_on_request {

@@ -423,9 +423,9 @@ impl Engine {
         wait_for: bool,
         vector: Option<Vec<f32>>,
     ) -> Result<WriteOutcome, Problem> {
-        check_body_tenant(grant, body)?;
         let now = Timestamp::now();
         let input = validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
+        check_body_tenant(grant, body)?;
         if !grant.allows_actor(&input.actor_id) {
             return Err(Problem::new(
                 ErrorCode::Forbidden,

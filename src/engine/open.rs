@@ -33,6 +33,7 @@ use crate::store::record::{decode, Record};
 pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
     let paths = Paths::new(&config.data_dir);
     create_dirs(&paths)?;
+    crate::fsutil::tighten_data_dir(&config.data_dir);
     let dir_lock = lock_data_dir(&config.data_dir)?;
     let (mut audit_log, audit, trail) = open_audit(&paths)?;
     let keyed = crate::audit::Keyed::open_or_create(&paths.hash_key)?;
@@ -104,8 +105,10 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
 /// offline import, export or compaction while the server runs) fails clearly instead of
 /// writing the same log. The kernel releases it when the process dies.
 pub(super) fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = data_dir.join("LOCK");
     let file = std::fs::OpenOptions::new()
+        .mode(crate::fsutil::PRIVATE_FILE)
         .create(true)
         .truncate(false)
         .write(true)
@@ -133,7 +136,8 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
     .into_iter()
     .flatten()
     {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        crate::fsutil::create_private_dir_all(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
 }
@@ -204,7 +208,7 @@ fn open_scope(paths: &Paths) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
         Err(e) => tracing::warn!(error = %e, "scope index unreadable; rebuilding from the log"),
     }
     std::fs::remove_dir_all(&paths.scope).ok();
-    std::fs::create_dir_all(&paths.scope)?;
+    crate::fsutil::create_private_dir_all(&paths.scope)?;
     let (index, _) = ScopeIndex::open(&paths.scope).context("creating a fresh scope index")?;
     Ok((index, None))
 }

@@ -349,7 +349,7 @@ impl ScopeIndex {
     pub fn open(dir: &Path) -> Result<(ScopeIndex, Option<u64>), ScopeIndexError> {
         let path = dir.display().to_string();
         let err = |e: &dyn Display| index_error(&path, e);
-        std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
+        crate::fsutil::create_private_dir_all(dir).map_err(|e| err(&e))?;
         let directory = MmapDirectory::open(dir).map_err(|e| err(&e))?;
         let (schema, fields) = build_schema();
         let index = Index::open_or_create(directory, schema).map_err(|e| err(&e))?;

@@ -4,6 +4,7 @@
 //! timestamps are UTC and render as RFC 3339 (`Z` suffix).
 
 pub mod event;
+pub mod ident;
 pub mod time;
 pub mod validate;
 pub mod warnings;

@@ -2,6 +2,9 @@
 //!
 //! Invariants: nothing reaches the log unless it passed here; unknown fields, wrong types,
 //! inexact enum strings and out-of-bounds values are all reported, each with its JSON path;
+//! every id field (`eventId`, `tenantId`, `actorId`, `projectId`, `resourceRefs[]`,
+//! `sourceRefs[]`, `supersedesEventIds[]`) passes the identifier rule of [`super::ident`]
+//! and is kept in its NFC form, while `summary` is free text and keeps its characters;
 //! the validator is pure (the caller supplies `now`).
 
 use serde_json::{Map, Value};
@@ -41,7 +44,7 @@ impl Default for Limits {
             max_future_skew_ms: 5 * 60 * 1000,
             max_summary_bytes: 4096,
             event_types: DEFAULT_EVENT_TYPES.iter().map(|s| s.to_string()).collect(),
-            max_ref_bytes: 512,
+            max_ref_bytes: super::ident::MAX_ID_BYTES,
             max_list_len: 64,
         }
     }
@@ -125,6 +128,23 @@ impl<'a> Reader<'a> {
         Some(s)
     }
 
+    /// An id: the shared identifier rule, bounded by `max` bytes after normalization.
+    fn check_id(&mut self, key: &str, s: &str, max: usize) -> Option<String> {
+        match super::ident::field(&self.path(key), s, max) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
+        }
+    }
+
+    /// A required id.
+    fn req_id(&mut self, key: &str, max: usize) -> Option<String> {
+        let s = self.req_str(key)?;
+        self.check_id(key, &s, max)
+    }
+
     fn req_enum<T: Copy>(
         &mut self,
         key: &str,
@@ -180,12 +200,10 @@ impl<'a> Reader<'a> {
         for (i, item) in items.iter().enumerate() {
             let item_key = format!("{key}[{i}]");
             match item {
-                Value::String(s) => {
-                    match self.check_text(&item_key, s.clone(), self.limits.max_ref_bytes) {
-                        Some(s) => out.push(s),
-                        None => ok = false,
-                    }
-                }
+                Value::String(s) => match self.check_id(&item_key, s, self.limits.max_ref_bytes) {
+                    Some(s) => out.push(s),
+                    None => ok = false,
+                },
                 _ => {
                     self.fail(&item_key, "must be a string");
                     ok = false;
@@ -240,10 +258,11 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
     let event_id = read_event_id(r, limits);
     let event_type = read_event_type(r, limits);
     let occurred_at = read_occurred_at(r, limits, now);
-    let actor_id = r.req_text("actorId", limits.max_ref_bytes);
+    read_tenant_id(r, limits);
+    let actor_id = r.req_id("actorId", limits.max_ref_bytes);
     let project_id = r
         .opt_str("projectId")
-        .and_then(|p| r.check_text("projectId", p, limits.max_ref_bytes));
+        .and_then(|p| r.check_id("projectId", &p, limits.max_ref_bytes));
     let resource_refs = r.str_list("resourceRefs", true);
     let summary = r.req_text("summary", limits.max_summary_bytes);
     let source_refs = read_source_refs(r);
@@ -276,7 +295,7 @@ fn read_event_id(r: &mut Reader<'_>, limits: &Limits) -> Option<Option<String>> 
     let Some(id) = r.opt_str("eventId") else {
         return Some(None);
     };
-    let id = r.check_text("eventId", id, limits.max_ref_bytes.min(128))?;
+    let id = r.check_id("eventId", &id, limits.max_ref_bytes.min(128))?;
     if !id
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
@@ -288,6 +307,14 @@ fn read_event_id(r: &mut Reader<'_>, limits: &Limits) -> Option<Option<String>> 
         return None;
     }
     Some(Some(id))
+}
+
+/// `tenantId` is optional and must equal the key's tenant (checked by the engine); here it
+/// only has to be a well-formed id.
+fn read_tenant_id(r: &mut Reader<'_>, limits: &Limits) {
+    if let Some(t) = r.opt_str("tenantId") {
+        r.check_id("tenantId", &t, limits.max_ref_bytes);
+    }
 }
 
 fn read_event_type(r: &mut Reader<'_>, limits: &Limits) -> Option<String> {
@@ -471,6 +498,69 @@ mod tests {
         assert_eq!(fields(&body), vec!["eventId"]);
         body["eventId"] = json!("evt-2026.06:17_a");
         assert!(validate_event(&body, &Limits::default(), now()).is_ok());
+    }
+
+    #[test]
+    fn every_id_field_passes_the_identifier_rule() {
+        let mut body = valid();
+        body["actorId"] = json!("user-1\u{200B}");
+        body["projectId"] = json!("p\u{202E}1");
+        body["resourceRefs"] = json!(["ok", "r\u{0}"]);
+        body["sourceRefs"] = json!(["\u{FEFF}src"]);
+        body["supersedesEventIds"] = json!(["e\u{AD}1"]);
+        body["eventId"] = json!("evt\u{2066}");
+        body["tenantId"] = json!("acme\u{200D}");
+        body["summary"] = json!("free text keeps\u{200B} its characters");
+        let errs = validate_event(&body, &Limits::default(), now()).expect_err("invalid");
+        let got: Vec<(&str, &str)> = errs
+            .iter()
+            .map(|e| (e.field.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "eventId",
+                    "must not contain control, format or bidi characters (U+2066 at position 3)"
+                ),
+                (
+                    "tenantId",
+                    "must not contain control, format or bidi characters (U+200D at position 4)"
+                ),
+                (
+                    "actorId",
+                    "must not contain control, format or bidi characters (U+200B at position 6)"
+                ),
+                (
+                    "projectId",
+                    "must not contain control, format or bidi characters (U+202E at position 1)"
+                ),
+                (
+                    "resourceRefs[1]",
+                    "must not contain control, format or bidi characters (U+0000 at position 1)"
+                ),
+                (
+                    "sourceRefs[0]",
+                    "must not contain control, format or bidi characters (U+FEFF at position 0)"
+                ),
+                (
+                    "supersedesEventIds[0]",
+                    "must not contain control, format or bidi characters (U+00AD at position 1)"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn ids_are_stored_in_nfc_and_surrounding_spaces_rejected() {
+        let mut body = valid();
+        body["actorId"] = json!("jose\u{301}");
+        body["resourceRefs"] = json!(["cafe\u{301}"]);
+        let input = validate_event(&body, &Limits::default(), now()).expect("valid");
+        assert_eq!(input.actor_id, "jos\u{E9}");
+        assert_eq!(input.resource_refs, vec!["caf\u{E9}"]);
+        body["actorId"] = json!("user-1 ");
+        assert_eq!(fields(&body), vec!["actorId"]);
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //!
 //! Invariants: pure (the caller supplies `now` and the limits); unknown fields, wrong types
 //! and inexact enum strings are reported with their JSON path, exactly like event writes;
-//! `text` may be blank (the observer then ignores it as content-free) but must be a string.
+//! `text` may be blank (the observer then ignores it as content-free) but must be a string;
+//! `actorId`, `projectId`, `sourceRefs[]` and `resourceRefs[]` pass the identifier rule of
+//! [`crate::model::ident`] and come out in NFC, as the write path would store them.
 
 use serde_json::{Map, Value};
 
 use super::classify::Role;
 use crate::error::FieldError;
+use crate::model::ident;
 use crate::model::validate::Limits;
 use crate::model::{SourceTrust, Timestamp};
 
@@ -73,19 +76,16 @@ impl Fields<'_> {
 
     fn reference(&mut self, key: &str, required: bool) -> Option<String> {
         let s = self.string(key, required)?;
-        self.bounded(key.to_string(), s)
+        self.bounded(key, &s)
     }
 
-    fn bounded(&mut self, key: String, s: String) -> Option<String> {
-        if s.trim().is_empty() {
-            self.fail(key, "must not be empty");
-            None
-        } else if s.len() > self.limits.max_ref_bytes {
-            let msg = format!("must be at most {} bytes", self.limits.max_ref_bytes);
-            self.fail(key, &msg);
-            None
-        } else {
-            Some(s)
+    fn bounded(&mut self, key: &str, s: &str) -> Option<String> {
+        match ident::field(key, s, self.limits.max_ref_bytes) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
         }
     }
 
@@ -111,7 +111,7 @@ impl Fields<'_> {
         for (i, item) in items.iter().enumerate() {
             let path = format!("{key}[{i}]");
             match item {
-                Value::String(s) => out.extend(self.bounded(path, s.clone())),
+                Value::String(s) => out.extend(self.bounded(&path, s)),
                 _ => self.fail(path, "must be a string"),
             }
         }
@@ -238,6 +238,26 @@ mod tests {
         let i = parse_interaction(&valid(), &Limits::default(), now()).expect("valid");
         assert_eq!(i.role, Role::User);
         assert!(i.resource_refs.is_empty() && i.project_id.is_none());
+    }
+
+    #[test]
+    fn ids_follow_the_identifier_rule() {
+        let mut body = valid();
+        body["actorId"] = json!("jose\u{301}");
+        let i = parse_interaction(&body, &Limits::default(), now()).expect("valid");
+        assert_eq!(i.actor_id, "jos\u{E9}");
+        body["actorId"] = json!("user-1\u{200B}");
+        body["projectId"] = json!("p\u{2067}");
+        body["sourceRefs"] = json!(["chat\u{0}"]);
+        body["resourceRefs"] = json!(["ok", "\u{E000}"]);
+        body["text"] = json!("text is free\u{200B} to hold anything");
+        let errs = parse_interaction(&body, &Limits::default(), now()).expect_err("invalid");
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec!["actorId", "sourceRefs[0]", "projectId", "resourceRefs[1]"]
+        );
+        assert!(errs[0].message.contains("U+200B at position 6"));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Recall and timeline requests: parsing and validation of client input.
 //!
 //! Invariants: unknown fields and parameters are rejected; `limit` is bounded; times are
-//! RFC 3339; a cursor is opaque to clients and validated when decoded.
+//! RFC 3339; a cursor is opaque to clients and validated when decoded; every scope value
+//! (`actorIds`, `projectIds`, `eventTypes`, `resourceRefs` and the timeline's `actorId`,
+//! `projectId`, `eventType`) passes the identifier rule of [`crate::model::ident`] and is
+//! matched in its NFC form, exactly as ids are stored.
 
 use std::collections::HashMap;
 
@@ -10,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{FieldError, Problem};
+use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Timestamp;
 
 /// Most results one recall may ask for.
@@ -130,13 +134,31 @@ fn parse_scope(value: Option<Value>, errors: &mut Vec<FieldError>) -> Scope {
         return Scope::default();
     };
     match serde_json::from_value::<Scope>(value) {
-        Ok(scope) => {
+        Ok(mut scope) => {
             check_range(scope.occurred_after, scope.occurred_before, "scope", errors);
+            for (name, list) in [
+                ("actorIds", &mut scope.actor_ids),
+                ("projectIds", &mut scope.project_ids),
+                ("eventTypes", &mut scope.event_types),
+                ("resourceRefs", &mut scope.resource_refs),
+            ] {
+                normalize_ids(&format!("scope.{name}"), list, errors);
+            }
             scope
         }
         Err(e) => {
             errors.push(FieldError::new("scope", e.to_string()));
             Scope::default()
+        }
+    }
+}
+
+/// Replaces each entry with its normalized id, reporting `field[i]` for each bad one.
+fn normalize_ids(field: &str, ids: &mut [String], errors: &mut Vec<FieldError>) {
+    for (i, id) in ids.iter_mut().enumerate() {
+        match ident::field(&format!("{field}[{i}]"), id, MAX_ID_BYTES) {
+            Ok(n) => *id = n,
+            Err(e) => errors.push(e),
         }
     }
 }
@@ -282,14 +304,6 @@ impl TimelineQuery {
             .filter(|k| !TIMELINE_PARAMS.contains(&k.as_str()))
             .map(|k| FieldError::new(k.clone(), "unknown parameter"))
             .collect();
-        let one = |k: &str| {
-            params
-                .get(k)
-                .filter(|v| !v.is_empty())
-                .cloned()
-                .into_iter()
-                .collect::<Vec<_>>()
-        };
         let from = parse_time_param(params, "from", &mut errors);
         let to = parse_time_param(params, "to", &mut errors);
         let as_of = parse_time_param(params, "asOf", &mut errors);
@@ -334,14 +348,17 @@ impl TimelineQuery {
                 false
             }
         };
+        let actor_ids = id_param(params, "actorId", &mut errors);
+        let project_ids = id_param(params, "projectId", &mut errors);
+        let event_types = id_param(params, "eventType", &mut errors);
         if !errors.is_empty() {
             return Err(Problem::validation(errors));
         }
         Ok(TimelineQuery {
             scope: Scope {
-                actor_ids: one("actorId"),
-                project_ids: one("projectId"),
-                event_types: one("eventType"),
+                actor_ids,
+                project_ids,
+                event_types,
                 resource_refs: Vec::new(),
                 occurred_after: from,
                 occurred_before: to,
@@ -351,6 +368,25 @@ impl TimelineQuery {
             include_superseded,
             as_of,
         })
+    }
+}
+
+/// A single-valued id parameter as a scope list: empty when absent or empty (an empty
+/// parameter means no filter), else the normalized id.
+fn id_param(
+    params: &HashMap<String, String>,
+    key: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<String> {
+    let Some(raw) = params.get(key).filter(|v| !v.is_empty()) else {
+        return Vec::new();
+    };
+    match ident::field(key, raw, MAX_ID_BYTES) {
+        Ok(id) => vec![id],
+        Err(e) => {
+            errors.push(e);
+            Vec::new()
+        }
     }
 }
 
@@ -402,6 +438,42 @@ mod tests {
         };
         assert_eq!(Cursor::decode(&c.encode()), Some(c));
         assert_eq!(Cursor::decode("!!!"), None);
+    }
+
+    #[test]
+    fn scope_ids_follow_the_identifier_rule() {
+        let r = RecallRequest::parse(&json!({"query": "x", "scope": {
+            "actorIds": ["jose\u{301}"], "resourceRefs": ["r1"]
+        }}))
+        .expect("ok");
+        assert_eq!(r.scope.actor_ids, vec!["jos\u{E9}"]);
+        let err = RecallRequest::parse(&json!({"query": "x", "scope": {
+            "actorIds": ["ok", "user-1\u{200B}"],
+            "projectIds": ["p\u{202E}"],
+            "eventTypes": ["\u{0}"],
+            "resourceRefs": [" r"]
+        }}))
+        .expect_err("bad");
+        let fields: Vec<&str> = err.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec![
+                "scope.actorIds[1]",
+                "scope.projectIds[0]",
+                "scope.eventTypes[0]",
+                "scope.resourceRefs[0]"
+            ]
+        );
+        assert!(err.errors[0].message.contains("U+200B at position 6"));
+        let mut p = HashMap::new();
+        p.insert("actorId".to_string(), "user-1\u{200B}".to_string());
+        p.insert("projectId".to_string(), "cafe\u{301}".to_string());
+        let err = TimelineQuery::parse(&p).expect_err("bad");
+        assert_eq!(err.errors.len(), 1);
+        assert_eq!(err.errors[0].field, "actorId");
+        p.insert("actorId".to_string(), "u".to_string());
+        let q = TimelineQuery::parse(&p).expect("ok");
+        assert_eq!(q.scope.project_ids, vec!["caf\u{E9}"]);
     }
 
     #[test]

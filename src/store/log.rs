@@ -55,6 +55,7 @@
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// File header written at offset 0 of every log.
@@ -169,6 +170,7 @@ impl Log {
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(crate::fsutil::PRIVATE_FILE)
             .open(path);
         match created {
             Ok(file) => Ok(Self::init_fresh(path, file, 0)?),
@@ -573,6 +575,7 @@ fn write_compacted(tmp: &Path, records: &[LogRecord]) -> Result<(File, u64), Log
         .write(true)
         .create(true)
         .truncate(true)
+        .mode(crate::fsutil::PRIVATE_FILE)
         .open(tmp)
         .map_err(|e| io_err(tmp, e))?;
     let frames = records.iter().map(|r| (r.seq, r.payload.as_slice()));

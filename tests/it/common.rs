@@ -20,7 +20,8 @@ use episodic::engine::{Engine, EngineConfig};
 use episodic::eval::metrics::OVERALL;
 use episodic::eval::ArmReport;
 
-pub const ADMIN: &str = "test-admin-key";
+/// The in-process apps' admin key (it must pass the start-up strength rule).
+pub const ADMIN: &str = "test-admin-Kq8vZ2xLp9Wm4Rt7Yb3Nc6Hd";
 
 /// `rel` under the shared benchmark data beside the repository clone; panics naming what is
 /// missing when it is not there.

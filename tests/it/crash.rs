@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 
 use crate::common::model_dir;
 
-const ADMIN_KEY: &str = "crash-test-admin-key-0123456789";
+const ADMIN_KEY: &str = "crash-admin-Vb7Lq2Xz9Pw4Km8Rt3Nc6Hd1Jy";
 const WORKERS: usize = 4;
 const ACTORS: usize = 12;
 const WORDS: &[&str] = &[

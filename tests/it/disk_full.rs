@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::common::{event, model_dir};
 
-const ADMIN_KEY: &str = "disk-full-admin-key";
+const ADMIN_KEY: &str = "disk-full-admin-Rt3Nc6Hd1Jy7Vb2Lq9Xz4Pw8Km";
 
 struct Mount(std::path::PathBuf);
 

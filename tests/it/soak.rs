@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use crate::common::model_dir;
 
-const ADMIN_KEY: &str = "soak-admin-key-0123456789abcdef";
+const ADMIN_KEY: &str = "soak-admin-Hd6Nc3Rt8Km4Pw9Xz2Lq7Vb1Jy";
 const TENANTS: [&str; 3] = ["soak-a", "soak-b", "soak-c"];
 /// Operations per second, and the client threads sharing each rate.
 const RATES: [(Op, f64, usize); 4] = [

@@ -603,7 +603,7 @@ impl Play<'_> {
         let flagged = e
             .content_warnings
             .iter()
-            .any(|w| w == "instruction_like" || w == "role_marker");
+            .any(|w| w == "instruction_like" || w == "role_marker" || w == "evidence_header");
         let unsafe_write = allowed
             && match kind {
                 UnsafeKind::Secret => secret.is_none_or(|x| e.summary.contains(x)),

@@ -24,6 +24,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{Read, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -245,12 +246,23 @@ impl HnswIndex {
     /// do not. Only one process may save into `dir`.
     pub fn save(&self, dir: &Path, last_seq: u64) -> Result<(), VectorError> {
         let _exclusive = self.gate.write();
-        fs::create_dir_all(dir).map_err(|e| VectorError::io(dir, e))?;
+        crate::fsutil::create_private_dir_all(dir).map_err(|e| VectorError::io(dir, e))?;
         let gen = next_generation(dir)?;
         let gen_name = format!("{GEN_PREFIX}{gen}");
         let gen_dir = dir.join(&gen_name);
-        fs::create_dir(&gen_dir).map_err(|e| VectorError::io(&gen_dir, e))?;
+        fs::DirBuilder::new()
+            .mode(crate::fsutil::PRIVATE_DIR)
+            .create(&gen_dir)
+            .map_err(|e| VectorError::io(&gen_dir, e))?;
         let files = self.dump_graph(&gen_dir)?;
+        // hnsw_rs creates its dump files with the process umask; make them owner-only.
+        if let Some((path, e)) = crate::fsutil::tighten_tree(&gen_dir)
+            .failed
+            .into_iter()
+            .next()
+        {
+            return Err(VectorError::io(&path, e));
+        }
         let manifest = Manifest {
             format: MANIFEST_FORMAT,
             generation: gen,
@@ -531,7 +543,7 @@ fn read_small(path: &Path) -> Result<Vec<u8>, VectorError> {
 /// Creates/truncates `path` with `bytes` and fsyncs it.
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), VectorError> {
     let io_err = |e| VectorError::io(path, e);
-    let mut file = File::create(path).map_err(io_err)?;
+    let mut file = crate::fsutil::create_private(path).map_err(io_err)?;
     file.write_all(bytes).map_err(io_err)?;
     file.sync_all().map_err(io_err)
 }
