@@ -192,6 +192,18 @@ impl AuditTrail {
     /// Up to `q.limit` entries of `tenant` matching `q`, in sequence order. Blocking (reads
     /// the file): call off async threads.
     pub fn query(&self, tenant: &str, q: &AuditQuery) -> io::Result<Vec<AuditEntry>> {
+        self.query_kept(tenant, q, Some)
+    }
+
+    /// Like [`AuditTrail::query`], each matching entry passed through `keep` (which may
+    /// drop or redact it) before it counts towards `q.limit`: a page holds `q.limit` kept
+    /// entries whenever that many exist.
+    pub fn query_kept(
+        &self,
+        tenant: &str,
+        q: &AuditQuery,
+        mut keep: impl FnMut(AuditEntry) -> Option<AuditEntry>,
+    ) -> io::Result<Vec<AuditEntry>> {
         let candidates: Vec<Block> = {
             let index = self.index.read();
             let Some(&tenant_id) = index.tenant_ids.get(tenant) else {
@@ -233,8 +245,11 @@ impl AuditTrail {
                 let mut entry: AuditEntry = serde_json::from_slice(&payload)
                     .map_err(|e| corrupt(&self.path, block.start, &e.to_string()))?;
                 entry.seq = seq;
-                if entry.tenant_id == tenant && q.matches(&entry) {
-                    out.push(entry);
+                if entry.tenant_id != tenant || !q.matches(&entry) {
+                    continue;
+                }
+                if let Some(kept) = keep(entry) {
+                    out.push(kept);
                     if out.len() >= q.limit {
                         return Ok(out);
                     }

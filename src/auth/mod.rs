@@ -107,6 +107,7 @@ impl Principal {
             key_id: self.key_id.clone(),
             roles: self.roles.clone(),
             limits: self.limits.clone(),
+            internal: false,
         })
     }
 
@@ -124,6 +125,7 @@ impl Principal {
             key_id: self.key_id.clone(),
             roles: self.roles.clone(),
             limits: self.limits.clone(),
+            internal: false,
         })
     }
 
@@ -149,6 +151,8 @@ pub struct TenantGrant {
     key_id: String,
     roles: Vec<String>,
     limits: Limits,
+    /// An in-process tool's grant (no key).
+    internal: bool,
 }
 
 impl TenantGrant {
@@ -188,9 +192,18 @@ impl TenantGrant {
     /// Whether an event is inside this grant: same tenant, allowed actor, readable class.
     /// Anything else is invisible, exactly like another tenant's event.
     pub fn can_see(&self, e: &StoredEvent) -> bool {
-        e.tenant_id == self.tenant
-            && self.allows_actor(&e.actor_id)
-            && e.privacy_class <= self.limits.max_privacy_class
+        e.tenant_id == self.tenant && self.reaches(&e.actor_id, e.privacy_class)
+    }
+
+    /// Whether an event of `actor` and `class` of the grant's tenant is inside the grant.
+    pub fn reaches(&self, actor: &str, class: PrivacyClass) -> bool {
+        self.allows_actor(actor) && class <= self.limits.max_privacy_class
+    }
+
+    /// Whether the grant sees every event of its tenant (no actor limit, every privacy
+    /// class).
+    pub fn sees_whole_tenant(&self) -> bool {
+        self.limits.actor_ids.is_none() && self.limits.max_privacy_class == PrivacyClass::Sensitive
     }
 
     /// A grant for in-process tools (eval, import) that act for a tenant without a key.
@@ -200,7 +213,13 @@ impl TenantGrant {
             key_id: format!("internal:{actor}"),
             roles: Vec::new(),
             limits: Limits::unlimited(),
+            internal: true,
         }
+    }
+
+    /// Whether this is an in-process tool's grant ([`TenantGrant::internal`]).
+    pub fn is_internal(&self) -> bool {
+        self.internal
     }
 }
 

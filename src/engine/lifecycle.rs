@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::writer::Writer;
-use super::{apply_delete, Lookup, Slot};
+use super::{apply_delete, Lookup, Seen, Slot, Visible};
 use crate::audit::trail::{placements, FRAME_HEADER_LEN};
 use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
@@ -109,20 +109,30 @@ impl Writer {
         key_id: &str,
         reason: DeleteReason,
     ) -> DeleteReply {
+        // The stored ids the request names (a chosen id may name a namespaced one), and
+        // which of them are live; an id the grant may not know is answered as unknown.
+        let mut named = Vec::with_capacity(ids.len());
         let mut fresh = Vec::new();
         {
             let table = self.shared.table.read();
+            let view = Visible::new(grant, &table, &self.shared.keyed, Timestamp::now());
             for id in ids {
-                match table.lookup(tenant, id) {
-                    Lookup::Live(e)
-                        if grant.can_see(&e.event) || grant.tenant() == super::ALL_TENANTS =>
-                    {
-                        fresh.push(id.clone())
+                let seen = if grant.tenant() == super::ALL_TENANTS {
+                    match table.lookup(tenant, id) {
+                        Lookup::Live(e) => Seen::Live(e),
+                        Lookup::Deleted(t) => Seen::Deleted(t),
+                        Lookup::Missing => Seen::Absent,
                     }
-                    Lookup::Deleted(_) if grant.actor_limit().is_none() => {}
-                    Lookup::Missing | Lookup::Live(_) | Lookup::Deleted(_) => {
-                        return DeleteReply::NotFound(id.clone())
+                } else {
+                    view.lookup(id)
+                };
+                match seen {
+                    Seen::Live(e) => {
+                        named.push(e.event.event_id.clone());
+                        fresh.push(e.event.event_id.clone());
                     }
+                    Seen::Deleted(t) => named.push(t.event_id.clone()),
+                    Seen::Absent => return DeleteReply::NotFound(id.clone()),
                 }
             }
         }
@@ -133,7 +143,7 @@ impl Writer {
             }
         }
         let table = self.shared.table.read();
-        let receipts = ids
+        let receipts = named
             .iter()
             .filter_map(|id| match table.lookup(tenant, id) {
                 Lookup::Deleted(t) => Some(receipt(t)),
@@ -186,7 +196,7 @@ impl Writer {
         actor: &str,
         key_id: &str,
     ) -> Result<ErasureReceipt, String> {
-        let (erased, kept) = self.erasure_plan(tenant, actor);
+        let (erased, kept, expired) = self.erasure_plan(tenant, actor);
         let erased_at = if erased.is_empty() {
             let detail = json!({"reason": "erased", "actorId": actor, "kept": kept});
             self.pending_audit.push(AuditEntry::new(
@@ -202,6 +212,11 @@ impl Writer {
             rec.actor_id = Some(actor.to_string());
             self.log_delete(&rec, json!({"kept": kept}))?
         };
+        // Expired events are erased too but never named: expired means never returned.
+        let erased = erased
+            .into_iter()
+            .filter(|id| !expired.contains(id))
+            .collect();
         Ok(ErasureReceipt {
             actor_id: actor.to_string(),
             erased_at,
@@ -211,15 +226,25 @@ impl Writer {
         })
     }
 
-    fn erasure_plan(&self, tenant: &str, actor: &str) -> (Vec<String>, Vec<Kept>) {
+    /// The actor's events to erase, those kept (with why), and which are expired.
+    fn erasure_plan(
+        &self,
+        tenant: &str,
+        actor: &str,
+    ) -> (Vec<String>, Vec<Kept>, std::collections::HashSet<String>) {
         let table = self.shared.table.read();
+        let now = Timestamp::now();
         let mut erased = Vec::new();
         let mut kept = Vec::new();
+        let mut expired = std::collections::HashSet::new();
         for e in table.live_from(0) {
             if e.event.tenant_id != tenant || !ident::same_actor(&e.event.actor_id, actor) {
                 continue;
             }
-            if e.event.retention.delete_on_request {
+            if e.is_expired(now) {
+                expired.insert(e.event.event_id.clone());
+                erased.push(e.event.event_id.clone());
+            } else if e.event.retention.delete_on_request {
                 erased.push(e.event.event_id.clone());
             } else {
                 kept.push(Kept {
@@ -228,7 +253,7 @@ impl Writer {
                 });
             }
         }
-        (erased, kept)
+        (erased, kept, expired)
     }
 
     /// Periodic work: the expiry sweep, and a partition rebuild when one is due.

@@ -24,6 +24,7 @@ mod replay;
 mod review;
 mod scope_sync;
 mod table;
+mod visible;
 mod writer;
 
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ pub use scope_sync::ScopeHealth;
 pub use table::{
     Changed, Entry, Head, HeadFilter, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE,
 };
+pub use visible::{stored_id, Seen, Visible, NAMESPACE_MARK};
 pub use writer::WriterConfig;
 
 use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
@@ -424,7 +426,8 @@ impl Engine {
         vector: Option<Vec<f32>>,
     ) -> Result<WriteOutcome, Problem> {
         let now = Timestamp::now();
-        let input = validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
+        let mut input =
+            validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
         check_body_tenant(grant, body)?;
         if !grant.allows_actor(&input.actor_id) {
             return Err(Problem::new(
@@ -432,6 +435,25 @@ impl Engine {
                 format!("this key may not act for actor {}", input.actor_id),
             ));
         }
+        if let Some(chosen) = input.event_id.take() {
+            if !grant.is_internal() && chosen.contains(visible::NAMESPACE_MARK) {
+                return Err(Problem::validation(vec![crate::error::FieldError::new(
+                    "eventId",
+                    format!(
+                        "must not contain `{}` (it marks ids namespaced by key)",
+                        visible::NAMESPACE_MARK
+                    ),
+                )]));
+            }
+            let class = input.privacy_class;
+            input.event_id = Some(visible::stored_id(
+                grant,
+                &self.shared.keyed,
+                &chosen,
+                class,
+            ));
+        }
+        self.resolve_targets(grant, &mut input.supersedes_event_ids);
         let decision = self.config.policy.decide(&input, grant.tenant(), now);
         crate::telemetry::policy_decision(decision.outcome());
         if let Decision::Deny { reason } = &decision {
@@ -499,14 +521,16 @@ impl Engine {
         }
         let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
         self.audit(read_audit(grant, "write", vec![id.clone()], detail));
+        let view = self.view(grant, &table);
         Ok(Some(WriteOutcome {
-            event: entry.event.clone(),
+            event: view.present(&entry.event),
             decision: entry.decision.clone(),
             replayed: true,
         }))
     }
 
     async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Problem> {
+        let grant = pending.grant.clone();
         let (tx, rx) = oneshot::channel();
         let _queued = crate::telemetry::QueueGuard::enter();
         self.tx
@@ -519,7 +543,7 @@ impl Engine {
                 replayed: false,
             }),
             PutReply::Replayed(event, decision) => Ok(WriteOutcome {
-                event: *event,
+                event: self.view(&grant, &self.shared.table.read()).present(&event),
                 decision,
                 replayed: true,
             }),
@@ -589,15 +613,31 @@ impl Engine {
         Ok((aside, vector))
     }
 
+    /// Replaces each id the grant finds under another stored id (a chosen id that was
+    /// namespaced) with that id; ids it cannot find stay as given (and are answered 404).
+    fn resolve_targets(&self, grant: &TenantGrant, ids: &mut [String]) {
+        let table = self.shared.table.read();
+        let view = self.view(grant, &table);
+        for id in ids.iter_mut() {
+            if let Some(e) = view.live(id) {
+                id.clone_from(&e.event.event_id);
+            }
+        }
+    }
+
+    /// The grant's view of `table` now (see [`visible`]).
+    fn view<'a>(&'a self, grant: &'a TenantGrant, table: &'a Table) -> Visible<'a> {
+        Visible::new(grant, table, &self.shared.keyed, Timestamp::now())
+    }
+
     /// One event of the grant's tenant, or 404 (also for other tenants' ids).
     pub fn get(&self, grant: &TenantGrant, event_id: &str) -> Result<StoredEvent, Problem> {
         let event = {
             let table = self.shared.table.read();
-            match table.find(grant.tenant(), event_id) {
-                Some(e) if grant.can_see(&e.event) && !e.is_expired(Timestamp::now()) => {
-                    e.event.clone()
-                }
-                _ => return Err(Problem::event_not_found(event_id)),
+            let view = self.view(grant, &table);
+            match view.live(event_id) {
+                Some(e) => view.present(&e.event),
+                None => return Err(Problem::event_not_found(event_id)),
             }
         };
         self.audit(read_audit(
@@ -619,15 +659,15 @@ impl Engine {
         let config = Arc::clone(&self.config);
         // The query's words are read under the table's lock: on the CPU pool, not here, once
         // for both the text embedded and the ranking.
-        let (s, c, tenant, query) = (
+        let (s, c, g, query) = (
             Arc::clone(&shared),
             Arc::clone(&config),
-            grant.tenant().to_string(),
+            grant.clone(),
             req.query.clone(),
         );
         let (read, query_vector) = self
             .embed_made(move || {
-                let read = crate::retrieve::QueryRead::new(&s, &tenant, &query, &c.rank);
+                let read = crate::retrieve::QueryRead::new(&s, &g, &query, &c.rank);
                 let text = read.words.semantic.clone();
                 (read, text)
             })
@@ -676,7 +716,7 @@ impl Engine {
         query: &str,
         rank: &crate::rank::RankConfig,
     ) -> String {
-        crate::retrieve::QueryRead::new(&self.shared, grant.tenant(), query, rank)
+        crate::retrieve::QueryRead::new(&self.shared, grant, query, rank)
             .words
             .semantic
     }
@@ -763,6 +803,20 @@ impl Engine {
                 format!("this key may not act for actor {actor_id}"),
             ));
         }
+        // An erasure deletes every event of the actor, whatever its class: only a key that
+        // could read them all may ask for it, so that what it learns (ids erased and kept)
+        // never reaches past its grant. Decided from the grant alone, never from the data.
+        if grant.max_privacy_class() != crate::model::PrivacyClass::Sensitive {
+            return Err(Problem::new(
+                ErrorCode::Forbidden,
+                "erasure deletes every event of the actor, of every privacy class: it needs a \
+                 key whose maxPrivacyClass is sensitive",
+            )
+            .with_extra(
+                "missingGrant",
+                serde_json::json!({"maxPrivacyClass": "sensitive"}),
+            ));
+        }
         self.ask(|reply| Command::Erase {
             tenant: grant.tenant().to_string(),
             actor_id: actor_id.to_string(),
@@ -816,9 +870,10 @@ impl Engine {
         limit: usize,
     ) -> Vec<(StoredEvent, Decision)> {
         let table = self.shared.table.read();
+        let view = self.view(grant, &table);
         table
             .live_from(0)
-            .filter(|e| e.event.status == EventStatus::PendingReview && grant.can_see(&e.event))
+            .filter(|e| e.event.status == EventStatus::PendingReview && view.sees(&e.event))
             .filter(|e| match &e.decision {
                 Decision::Review { approver_role, .. } => grant.has_role(approver_role),
                 Decision::Allow { .. } | Decision::Deny { .. } => false,
@@ -847,15 +902,23 @@ impl Engine {
     ) -> Result<Vec<AuditEntry>, Problem> {
         self.refresh().await?;
         let shared = Arc::clone(&self.shared);
-        let tenant = grant.tenant().to_string();
+        let grant = grant.clone();
         let q = q.clone();
-        tokio::task::spawn_blocking(move || shared.audit.query(&tenant, &q))
-            .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
-            .map_err(|e| {
-                tracing::error!(error = %e, "reading the audit log failed");
-                Problem::new(ErrorCode::Internal, "the audit log could not be read")
-            })
+        tokio::task::spawn_blocking(move || {
+            // Each entry is judged against the table as it is when read (a short lock per
+            // entry: the file reads do not hold up the writer).
+            let keep = |e: AuditEntry| {
+                let table = shared.table.read();
+                Visible::new(&grant, &table, &shared.keyed, Timestamp::now()).audit(e, &q)
+            };
+            shared.audit.query_kept(grant.tenant(), &q, keep)
+        })
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| {
+            tracing::error!(error = %e, "reading the audit log failed");
+            Problem::new(ErrorCode::Internal, "the audit log could not be read")
+        })
     }
 
     /// The life of one event: its current state (if live) and every audit entry naming it,
@@ -865,25 +928,22 @@ impl Engine {
         grant: &TenantGrant,
         event_id: &str,
     ) -> Result<(Option<StoredEvent>, Vec<AuditEntry>), Problem> {
-        let current = match self.shared.table.read().lookup(grant.tenant(), event_id) {
-            Lookup::Live(e) if grant.can_see(&e.event) => Some(e.event.clone()),
-            Lookup::Deleted(_) if grant.actor_limit().is_none() => None,
-            Lookup::Missing | Lookup::Live(_) | Lookup::Deleted(_) => {
-                return Err(Problem::event_not_found(event_id))
+        let (id, current) = {
+            let table = self.shared.table.read();
+            let view = self.view(grant, &table);
+            match view.lookup(event_id) {
+                Seen::Live(e) => (e.event.event_id.clone(), Some(view.present(&e.event))),
+                Seen::Deleted(t) => (t.event_id.clone(), None),
+                Seen::Absent => return Err(Problem::event_not_found(event_id)),
             }
         };
         let q = AuditQuery {
-            event_id: Some(event_id.to_string()),
+            event_id: Some(id.clone()),
             limit: usize::MAX,
             ..AuditQuery::default()
         };
         let entries = self.audit_page(grant, &q).await?;
-        self.audit(read_audit(
-            grant,
-            "history",
-            vec![event_id.to_string()],
-            Value::Null,
-        ));
+        self.audit(read_audit(grant, "history", vec![id], Value::Null));
         Ok((current, entries))
     }
 }

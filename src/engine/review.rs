@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::writer::Writer;
-use super::{apply_review, Lookup};
+use super::{apply_review, Visible};
 use crate::auth::TenantGrant;
 use crate::error::{ErrorCode, Problem};
 use crate::model::{Decision, EventStatus, Timestamp};
@@ -39,10 +39,10 @@ impl Writer {
         approve: bool,
         note: Option<String>,
     ) -> Result<ReviewOutcome, Problem> {
-        self.check_review(grant, event_id, approve)?;
+        let event_id = self.check_review(grant, event_id, approve)?;
         let rec = ReviewRecord {
             tenant_id: grant.tenant().to_string(),
-            event_id: event_id.to_string(),
+            event_id: event_id.clone(),
             approved: approve,
             decided_at: Timestamp::now(),
             key_id: grant.key_id().to_string(),
@@ -74,13 +74,11 @@ impl Writer {
         grant: &TenantGrant,
         event_id: &str,
         approve: bool,
-    ) -> Result<(), Problem> {
+    ) -> Result<String, Problem> {
         let table = self.shared.table.read();
-        let entry = match table.lookup(grant.tenant(), event_id) {
-            Lookup::Live(e) if grant.can_see(&e.event) => e,
-            Lookup::Live(_) | Lookup::Deleted(_) | Lookup::Missing => {
-                return Err(Problem::event_not_found(event_id))
-            }
+        let view = Visible::new(grant, &table, &self.shared.keyed, Timestamp::now());
+        let Some(entry) = view.live(event_id) else {
+            return Err(Problem::event_not_found(event_id));
         };
         if entry.event.status != EventStatus::PendingReview {
             return Err(Problem::new(
@@ -115,15 +113,18 @@ impl Writer {
                     .find(grant.tenant(), old)
                     .is_some_and(|o| o.event.status == EventStatus::Active);
                 if !active {
+                    let which = if view.knows(old) {
+                        format!("event {old} is")
+                    } else {
+                        "an event it corrects is".to_string()
+                    };
                     return Err(Problem::new(
                         ErrorCode::Conflict,
-                        format!(
-                            "event {old} is no longer active; the correction cannot be approved"
-                        ),
+                        format!("{which} no longer active; the correction cannot be approved"),
                     ));
                 }
             }
         }
-        Ok(())
+        Ok(entry.event.event_id.clone())
     }
 }

@@ -93,6 +93,16 @@ impl Entry {
     }
 }
 
+/// The position of `class` in [`PrivacyClass::ALL`].
+fn class_index(class: PrivacyClass) -> usize {
+    match class {
+        PrivacyClass::Public => 0,
+        PrivacyClass::Internal => 1,
+        PrivacyClass::Private => 2,
+        PrivacyClass::Sensitive => 3,
+    }
+}
+
 /// No value (no project, no source, no subject), or a head that belongs to no tenant.
 pub const NONE: u32 = u32::MAX;
 
@@ -469,6 +479,9 @@ struct TenantIds {
 struct TenantActors {
     known: std::collections::HashSet<u32, RandomState>,
     by_word: Map<Box<str>, Vec<u32>>,
+    /// Live events per actor and privacy class (in [`PrivacyClass::ALL`] order): which
+    /// actors a grant can see an event of, so that only their names count in a query.
+    live: Map<u32, [u32; 4]>,
 }
 
 impl TenantActors {
@@ -485,6 +498,20 @@ impl TenantActors {
         if let Some(key) = key {
             self.by_word.entry(key.into()).or_default().push(n);
         }
+    }
+
+    /// Counts one live event of actor `n` and class `class` in (`+1`) or out (`-1`).
+    fn count(&mut self, n: u32, class: PrivacyClass, delta: i32) {
+        let counts = self.live.entry(n).or_default();
+        let slot = &mut counts[class_index(class)];
+        *slot = slot.saturating_add_signed(delta);
+    }
+
+    /// Whether actor `n` has a live event of class `ceiling` or below.
+    fn has_live_up_to(&self, n: u32, ceiling: PrivacyClass) -> bool {
+        self.live
+            .get(&n)
+            .is_some_and(|c| c[..=class_index(ceiling)].iter().any(|&k| k > 0))
     }
 
     /// Numbers of the actors filed under a word of `names`' query (each one at most once:
@@ -626,18 +653,27 @@ impl Table {
         self.actors.names.get(n as usize).map(|s| &**s)
     }
 
-    /// `(number, id)` of the actors of `tenant`'s events (ever, deleted ones included) that
-    /// `names`' query names, by number. Reads only the actors filed under the query's words
-    /// ([`TenantActors`]), not every actor of the tenant.
-    pub fn actors_named(&self, tenant: &str, names: &ActorNames) -> Vec<(u32, &str)> {
+    /// `(number, id)` of the actors of `tenant` that `names`' query names and that have a
+    /// live event of class `ceiling` or below, by number; `allowed` further limits the actor
+    /// ids (a grant's actor limit). Any other actor's name is an ordinary word of the query,
+    /// exactly like a name no event ever had. Reads only the actors filed under the query's
+    /// words ([`TenantActors`]), not every actor of the tenant.
+    pub fn actors_named(
+        &self,
+        tenant: &str,
+        names: &ActorNames,
+        ceiling: PrivacyClass,
+        allowed: impl Fn(&str) -> bool,
+    ) -> Vec<(u32, &str)> {
         let Some(t) = self.by_id.get(tenant) else {
             return Vec::new();
         };
         let mut out: Vec<(u32, &str)> = t
             .actors
             .filed_under(names)
+            .filter(|&n| t.actors.has_live_up_to(n, ceiling))
             .filter_map(|n| Some((n, self.actor_name(n)?)))
-            .filter(|(_, id)| names.names(id))
+            .filter(|(_, id)| names.names(id) && allowed(id))
             .collect();
         out.sort_unstable();
         out
@@ -712,6 +748,7 @@ impl Table {
         let actor = self.actors.number(&entry.event.actor_id);
         if let Some(t) = self.by_id.get_mut(&*entry.event.tenant_id) {
             t.actors.add(actor, &entry.event.actor_id);
+            t.actors.count(actor, entry.event.privacy_class, 1);
         }
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
@@ -821,6 +858,10 @@ impl Table {
             }
         }
         self.expiring.retain(|d| *d != entry.doc);
+        let actor = self.actors.number(&entry.event.actor_id);
+        if let Some(t) = self.by_id.get_mut(tenant) {
+            t.actors.count(actor, entry.event.privacy_class, -1);
+        }
         self.push_tombstone(Tombstone {
             doc: entry.doc,
             seq: entry.seq,
@@ -914,7 +955,7 @@ pub(super) mod tests {
     fn named(t: &Table, query: &str) -> Vec<String> {
         let names = ActorNames::new(query);
         let mut ids: Vec<String> = t
-            .actors_named("acme", &names)
+            .actors_named("acme", &names, PrivacyClass::Sensitive, |_| true)
             .into_iter()
             .map(|(_, id)| id.to_string())
             .collect();
@@ -976,8 +1017,52 @@ pub(super) mod tests {
         }
         // Another tenant names none of them.
         assert!(t
-            .actors_named("globex", &ActorNames::new("Caroline"))
+            .actors_named(
+                "globex",
+                &ActorNames::new("Caroline"),
+                PrivacyClass::Sensitive,
+                |_| true
+            )
             .is_empty());
+    }
+
+    /// Only actors with a live event the grant could see are named: not one whose events
+    /// are all above the ceiling, outside the actor limit, or deleted.
+    #[test]
+    fn only_actors_with_an_event_in_reach_are_named() {
+        let mut t = Table::new(SubjectRule::OFF);
+        let mut private = event("e0", "Caroline", "s");
+        private.privacy_class = PrivacyClass::Private;
+        t.push(entry(0, private));
+        t.push(entry(1, event("e1", "Melanie", "s")));
+        t.push(entry(2, event("e2", "Dana", "s")));
+        let names = ActorNames::new("Did Caroline, Melanie or Dana call?");
+        let named = |t: &Table, ceiling, allowed: &dyn Fn(&str) -> bool| {
+            let mut v: Vec<String> = t
+                .actors_named("acme", &names, ceiling, allowed)
+                .into_iter()
+                .map(|(_, id)| id.to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            named(&t, PrivacyClass::Sensitive, &|_| true),
+            ["Caroline", "Dana", "Melanie"]
+        );
+        assert_eq!(
+            named(&t, PrivacyClass::Internal, &|_| true),
+            ["Dana", "Melanie"]
+        );
+        assert_eq!(
+            named(&t, PrivacyClass::Internal, &|a| a == "Dana"),
+            ["Dana"]
+        );
+        t.delete("acme", "e2", Timestamp::now());
+        assert_eq!(
+            named(&t, PrivacyClass::Sensitive, &|_| true),
+            ["Caroline", "Melanie"]
+        );
     }
 
     /// An event of tenant `t{tenant}` by actor `a{actor}`, type `k{kind}`, project

@@ -450,6 +450,7 @@ impl Writer {
         plan: &BatchPlan,
     ) -> Result<(), PutReply> {
         let table = self.shared.table.read();
+        let view = super::Visible::new(&p.grant, &table, &self.shared.keyed, Timestamp::now());
         for old in &p.input.supersedes_event_ids {
             if old == new_id {
                 return Err(PutReply::Conflict(format!(
@@ -459,11 +460,11 @@ impl Writer {
             let key = (p.tenant.clone(), old.clone());
             let status = match plan.new_ids.get(&key) {
                 Some((_, _, e)) => e.status,
-                None => match table.find(&p.tenant, old) {
-                    Some(entry)
-                        if !entry.is_expired(Timestamp::now()) && p.grant.can_see(&entry.event) =>
-                    {
-                        entry.event.status
+                None => match view.live(old) {
+                    Some(entry) if entry.event.event_id == *old => {
+                        // The status as the writer sees it: a supersession by a correction
+                        // outside its grant does not show (and is still a conflict below).
+                        view.present(&entry.event).status
                     }
                     _ => return Err(PutReply::NotFound(old.clone())),
                 },

@@ -44,7 +44,7 @@ pub use words::QueryWords;
 
 use crate::auth::TenantGrant;
 use crate::engine::{
-    EngineConfig, Entry, Head, HeadFilter, Partitioned, Shared, Table, NONE, NO_SOURCE,
+    EngineConfig, Head, HeadFilter, Lookup, Partitioned, Shared, Table, Visible, NONE, NO_SOURCE,
 };
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
@@ -347,23 +347,18 @@ impl View {
             },
         }
     }
-
-    /// Whether the view shows the event (superseded ones only when asked for).
-    fn shows(&self, h: &Head) -> bool {
-        match self.status(h) {
-            Some(EventStatus::Active) => true,
-            Some(EventStatus::Superseded) => self.include_superseded,
-            Some(EventStatus::PendingReview) | None => false,
-        }
-    }
 }
 
 /// A grant in the units of a [`Head`]: its tenant's number, the numbers of the actors it is
-/// limited to, and its privacy ceiling.
+/// limited to, and its privacy ceiling. The head-level twin of [`crate::engine::Visible`]:
+/// a head passes [`Access::shows`] iff its entry is visible to the grant and shown by the
+/// view, with a supersession counted only when the grant knows the correction.
 struct Access {
     tenant: u32,
     actors: Option<Vec<u32>>,
     max_privacy: PrivacyClass,
+    /// The grant sees the whole tenant.
+    whole: bool,
 }
 
 impl Access {
@@ -379,6 +374,7 @@ impl Access {
             tenant,
             actors,
             max_privacy: grant.max_privacy_class(),
+            whole: grant.sees_whole_tenant(),
         })
     }
 
@@ -392,10 +388,59 @@ impl Access {
     fn allows(&self, h: &Head) -> bool {
         h.tenant == self.tenant
             && h.marks.privacy() <= self.max_privacy
-            && self
-                .actors
-                .as_ref()
-                .is_none_or(|a| a.binary_search(&h.actor).is_ok())
+            && self.allows_actor(h.actor)
+    }
+
+    fn allows_actor(&self, actor: u32) -> bool {
+        self.actors
+            .as_ref()
+            .is_none_or(|a| a.binary_search(&actor).is_ok())
+    }
+
+    /// Whether the grant sees `h` and the view shows it.
+    fn shows(&self, table: &Table, view: &View, h: &Head) -> bool {
+        self.allows(h)
+            && match self.status(table, view, h) {
+                Some(EventStatus::Active) => true,
+                Some(EventStatus::Superseded) => view.include_superseded,
+                Some(EventStatus::PendingReview) | None => false,
+            }
+    }
+
+    /// The view's status of `h` for this grant: superseded only if the grant knows the
+    /// correction (a live visible one, or a deleted one that was inside the grant).
+    fn status(&self, table: &Table, view: &View, h: &Head) -> Option<EventStatus> {
+        match view.status(h)? {
+            EventStatus::Superseded if !self.knows_superseder(table, view, h) => {
+                Some(EventStatus::Active)
+            }
+            status => Some(status),
+        }
+    }
+
+    fn knows_superseder(&self, table: &Table, view: &View, h: &Head) -> bool {
+        let Some(entry) = table.get(h.doc) else {
+            return false;
+        };
+        let Some(by) = entry.event.superseded_by.as_deref() else {
+            return false;
+        };
+        match table.lookup(&entry.event.tenant_id, by) {
+            Lookup::Live(c) => {
+                let ch = table.head(c.doc);
+                self.allows(&ch) && ch.expires_ns > view.now_ns
+            }
+            Lookup::Deleted(t) => match &t.audience {
+                Some(a) => {
+                    a.privacy_class <= self.max_privacy
+                        && table
+                            .actor_number(&a.actor_id)
+                            .is_some_and(|n| self.allows_actor(n))
+                }
+                None => self.whole,
+            },
+            Lookup::Missing => false,
+        }
     }
 }
 
@@ -407,7 +452,7 @@ const VISIBLE_CHUNK: usize = 4096;
 fn visible(shared: &Shared, access: &Access, ids: &[u32], vis: &Visibility) -> Vec<Head> {
     let table = shared.table.read();
     let view = View::new(vis);
-    let keep = |id: &u32| Some(table.head(*id)).filter(|h| view.shows(h) && access.allows(h));
+    let keep = |id: &u32| Some(table.head(*id)).filter(|h| access.shows(&table, &view, h));
     if ids.len() <= VISIBLE_CHUNK {
         ids.iter().filter_map(keep).collect()
     } else {
@@ -457,7 +502,7 @@ fn stale_by(
         .filter(|d| **d != h.doc)
         .map(|d| table.head(*d))
         .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
-        .filter(|o| view.status(o) == Some(EventStatus::Active))
+        .filter(|o| access.status(table, view, o) == Some(EventStatus::Active))
         .filter(|o| o.subject == h.subject || table.same_topic(h.doc, o.doc))
         .filter(|o| ctx.similar(h.doc, o.doc))
         .max_by_key(|o| (o.occurred_ms, o.doc))
@@ -535,7 +580,7 @@ pub fn recall_ranked(
     req: &RecallRequest,
     query: &[f32],
 ) -> Result<RecallResponse, Problem> {
-    let read = QueryRead::new(shared, grant.tenant(), &req.query, rank);
+    let read = QueryRead::new(shared, grant, &req.query, rank);
     recall_read(shared, config, rank, grant, req, &read, query)
 }
 
@@ -701,7 +746,7 @@ fn partition_scope(
     }
     let (probes, probed_members) = probe_count(partition, &order, scope.tenant, cfg);
     let view = View::new(vis);
-    let keep = |h: &Head| scope.matches(h) && view.shows(h) && access.allows(h);
+    let keep = |t: &Table, h: &Head| scope.matches(h) && access.shows(t, &view, h);
     let probe = Probe {
         partitioned: &partitioned,
         order: &order,
@@ -721,7 +766,11 @@ fn partition_scope(
         // Events the query names by their words, wherever their vectors lie.
         let hits = bm25.best(k.saturating_mul(PARTITION_LEXICAL_DEPTH))?;
         let table = shared.table.read();
-        heads.extend(hits.iter().map(|(d, _)| table.head(*d)).filter(keep));
+        heads.extend(
+            hits.iter()
+                .map(|(d, _)| table.head(*d))
+                .filter(|h| keep(&table, h)),
+        );
     }
     Ok(Some(by_id(&heads, &bounds)))
 }
@@ -803,7 +852,7 @@ fn probe_by_id(
     shared: &Shared,
     ids: &[u32],
     probe: &Probe<'_>,
-    keep: impl Fn(&Head) -> bool,
+    keep: impl Fn(&Table, &Head) -> bool,
 ) -> Vec<Head> {
     let mut probed = vec![false; probe.order.len()];
     for &list in probe.order.iter().take(probe.probes) {
@@ -820,7 +869,7 @@ fn probe_by_id(
     ids.iter()
         .filter(in_probed)
         .map(|&d| table.head(d))
-        .filter(|h| keep(h))
+        .filter(|h| keep(&table, h))
         .collect()
 }
 
@@ -837,7 +886,7 @@ fn probe_lists(
     probe: &Probe<'_>,
     (tenant, k): (u32, usize),
     code: Option<&QueryCode>,
-    keep: impl Fn(&Head) -> bool + Sync,
+    keep: impl Fn(&Table, &Head) -> bool + Sync,
 ) -> Probed {
     let table = shared.table.read();
     let read = |list: &u32| -> Probed {
@@ -849,7 +898,7 @@ fn probe_lists(
         let mut rows = Vec::with_capacity(heads.len());
         let mut row = m.rows.start as u32;
         heads.retain(|h| {
-            let kept = keep(h);
+            let kept = keep(&table, h);
             if kept {
                 rows.push(row);
             }
@@ -877,7 +926,7 @@ fn probe_lists(
         bounds.extend(b);
     }
     let uncovered = (probe.partitioned.index.upto()..table.next_doc()).map(|d| table.head(d));
-    heads.extend(uncovered.filter(|h| keep(h)));
+    heads.extend(uncovered.filter(|h| keep(&table, h)));
     (heads, bounds)
 }
 
@@ -1470,15 +1519,19 @@ pub struct QueryRead {
 }
 
 impl QueryRead {
-    /// Reads `query` for a recall in `tenant` under `rank`. Names count only with an actor
-    /// boost: without the actor signal a name stays an ordinary word of the query.
-    pub fn new(shared: &Shared, tenant: &str, query: &str, rank: &RankConfig) -> Self {
+    /// Reads `query` for a recall under `grant` and `rank`. Names count only with an actor
+    /// boost: without the actor signal a name stays an ordinary word of the query. Only the
+    /// names of actors with an event the grant can see count: any other name is an
+    /// ordinary word, exactly like a name no event ever had.
+    pub fn new(shared: &Shared, grant: &TenantGrant, query: &str, rank: &RankConfig) -> Self {
         let mut named = Vec::new();
         let mut ids = Vec::new();
         if rank.actor_boost > 0.0 {
             let names = words::ActorNames::new(query);
             let table = shared.table.read();
-            for (n, id) in table.actors_named(tenant, &names) {
+            let ceiling = grant.max_privacy_class();
+            let allowed = |actor: &str| grant.allows_actor(actor);
+            for (n, id) in table.actors_named(grant.tenant(), &names, ceiling, allowed) {
                 named.push(n);
                 ids.push(id.to_string());
             }
@@ -1505,12 +1558,19 @@ fn respond(
 ) -> RecallResponse {
     let view = View::new(vis);
     let table = ctx.shared.table.read();
+    let access = Access::new(&table, grant);
+    let seen = Visible::new(grant, &table, &ctx.shared.keyed, vis.now);
     let results: Vec<Hit> = ranked
         .into_iter()
         .filter_map(|r| table.get(r.doc).map(|e| (Arc::clone(e), r)))
-        .filter(|(e, _)| view.shows(&table.head(e.doc)) && grant.can_see(&e.event))
+        .filter(|(e, _)| {
+            access
+                .as_ref()
+                .is_some_and(|a| a.shows(&table, &view, &table.head(e.doc)))
+                && seen.sees(&e.event)
+        })
         .map(|(e, r)| Hit {
-            event: e.event.clone(),
+            event: seen.present(&e.event),
             score: r.score,
             score_breakdown: ctx.rank.explain(&r.signals, &e.prior(), ctx.now_ms),
             stale: stale.contains_key(&e.doc),
@@ -1541,33 +1601,36 @@ pub fn timeline(
     };
     let heads =
         Access::of(shared, grant).map_or_else(Vec::new, |a| visible(shared, &a, &ids, &vis));
-    let mut entries: Vec<Arc<Entry>> = {
+    let mut entries: Vec<StoredEvent> = {
         let table = shared.table.read();
+        let seen = Visible::new(grant, &table, &shared.keyed, vis.now);
         heads
             .iter()
-            .filter_map(|h| table.get(h.doc).cloned())
+            .filter_map(|h| table.get(h.doc))
+            .map(|e| seen.present(&e.event))
             .collect()
     };
-    entries.sort_by(|a, b| {
-        (a.occurred_ms, &a.event.event_id).cmp(&(b.occurred_ms, &b.event.event_id))
-    });
+    let key = |e: &StoredEvent| (e.occurred_at.unix_millis(), e.event_id.clone());
+    entries.sort_by_cached_key(key);
     let start = match &q.cursor {
         Some(c) => entries.partition_point(|e| {
-            (e.occurred_ms, e.event.event_id.as_str()) <= (c.occurred_ms, c.event_id.as_str())
+            (e.occurred_at.unix_millis(), e.event_id.as_str())
+                <= (c.occurred_ms, c.event_id.as_str())
         }),
         None => 0,
     };
-    let page: Vec<&Arc<Entry>> = entries[start..].iter().take(q.limit + 1).collect();
+    let mut page: Vec<StoredEvent> = entries.drain(start..).take(q.limit + 1).collect();
     let next_cursor = (page.len() > q.limit).then(|| {
-        let last = page[q.limit - 1];
+        let last = &page[q.limit - 1];
         Cursor {
-            occurred_ms: last.occurred_ms,
-            event_id: last.event.event_id.clone(),
+            occurred_ms: last.occurred_at.unix_millis(),
+            event_id: last.event_id.clone(),
         }
         .encode()
     });
+    page.truncate(q.limit);
     Ok(TimelinePage {
-        events: page.iter().take(q.limit).map(|e| e.event.clone()).collect(),
+        events: page,
         next_cursor,
     })
 }

@@ -175,6 +175,21 @@ impl App {
             .await
     }
 
+    /// A key for `tenant` with every tenant role that sees every event of the tenant
+    /// (`maxPrivacyClass: sensitive`), as erasure needs.
+    pub async fn key_full(&self, tenant: &str) -> String {
+        let body = json!({
+            "tenantId": tenant,
+            "roles": ["writer", "reader", "memory_reviewer", "operator"],
+            "maxPrivacyClass": "sensitive",
+        });
+        let (status, created) = self
+            .call("POST", "/v1/admin/keys", Some(ADMIN), Some(body))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        created["key"].as_str().expect("key").to_string()
+    }
+
     pub async fn key_with(&self, tenant: &str, roles: &[&str]) -> String {
         let (status, body) = self
             .call(

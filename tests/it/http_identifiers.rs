@@ -153,7 +153,7 @@ async fn bidi_controls_nul_and_private_use_are_refused_in_ids_but_not_in_summari
 #[tokio::test]
 async fn decomposed_and_composed_spellings_are_one_actor() {
     let app = App::new();
-    let key = app.key("acme").await;
+    let key = app.key_full("acme").await;
     let decomposed = "jose\u{301}";
     let composed = "jos\u{E9}";
     let id = app

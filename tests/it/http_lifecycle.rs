@@ -288,7 +288,7 @@ async fn delete_is_immediate_idempotent_and_operator_only() {
 #[tokio::test]
 async fn erasure_deletes_what_retention_allows_and_says_what_it_kept() {
     let app = App::new();
-    let key = app.key("acme").await;
+    let key = app.key_full("acme").await;
     let a = app
         .write_ok(
             &key,
@@ -441,7 +441,7 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
 #[tokio::test]
 async fn compaction_leaves_no_trace_of_deleted_content() {
     let app = App::new();
-    let key = app.key("acme").await;
+    let key = app.key_full("acme").await;
     let canary = "qzvcanaryxq";
     let keep = app
         .write_ok(
@@ -567,7 +567,7 @@ async fn actions(app: &App, key: &str) -> Vec<String> {
 #[tokio::test]
 async fn every_call_leaves_exactly_one_audit_record() {
     let app = App::new();
-    let key = app.key("acme").await;
+    let key = app.key_full("acme").await;
     let id = app
         .write_ok(&key, event("u", "Invoice 7 approved", T))
         .await;

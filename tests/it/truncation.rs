@@ -85,7 +85,7 @@ async fn status_of(app: &App, key: &str, id: &str) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_log_refuses_to_start_and_recovery_keeps_deletions() {
     let app = App::new();
-    let key = app.key("acme").await;
+    let key = app.key_full("acme").await;
     let (live, deleted) = fill(&app, &key, 60).await;
     let dir = stopped(app).await;
     let log = dir.path().join("log").join("events.log");

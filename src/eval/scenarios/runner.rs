@@ -467,7 +467,11 @@ impl Play<'_> {
         };
         let known = Known {
             name: e.id.clone(),
-            real_id: e.id.clone(),
+            // The id the event was stored under: a chosen id is namespaced by the writing key
+            // unless every key that could choose it sees the event.
+            real_id: stored
+                .as_ref()
+                .map_or_else(|| e.id.clone(), |s| s.event_id.clone()),
             tenant: e.tenant.clone(),
             actor: e.actor.clone(),
             source: e.source.clone(),
