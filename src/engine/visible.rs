@@ -16,9 +16,11 @@
 //! - an audit entry reaches a grant that does not see the whole tenant iff it records the
 //!   grant's own key's action or names an event the grant knows; it then names only known
 //!   ids and keeps no detail of another key's request (scopes, query hashes, limits);
-//! - a chosen `eventId` is stored as given only when every key that could collide with it
-//!   sees the event it names ([`stored_id`]); otherwise it is namespaced by the writing key,
-//!   so a write's answer never depends on an event outside the writer's grant.
+//! - an event id is stored as given (chosen or generated) only when the writer sees every
+//!   event of class `internal` or below and the event is of such a class ([`stored_id`]);
+//!   otherwise it is namespaced by the writing key (`id~tag`; chosen ids may not hold `~`).
+//!   So an id without the mark names an event every key that may store such ids can see,
+//!   and a write's answer never depends on an event outside the writer's grant.
 
 use std::sync::Arc;
 
@@ -155,6 +157,12 @@ impl<'a> Visible<'a> {
     pub fn audit(&self, mut e: AuditEntry, q: &AuditQuery) -> Option<AuditEntry> {
         if self.grant.sees_whole_tenant() || e.key_id == self.grant.key_id() {
             return Some(e);
+        }
+        // A write's first id is the event written (the others are what it corrects): an
+        // entry about an event the grant does not know is not shown at all.
+        let about_first = matches!(e.action.as_str(), "write" | "correct" | "deny");
+        if about_first && e.event_ids.first().is_none_or(|id| !self.knows(id)) {
+            return None;
         }
         e.event_ids.retain(|id| self.knows(id));
         if e.event_ids.is_empty() || !q.matches(&e) {

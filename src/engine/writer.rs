@@ -393,7 +393,14 @@ impl Writer {
                 self.check_idempotent(p, id, plan)?;
                 id.clone()
             }
-            None => uuid::Uuid::now_v7().to_string(),
+            // A generated id follows the chosen ids' rule too: an id without the namespace
+            // mark always names an event every key that may choose plain ids can see.
+            None => super::stored_id(
+                &p.grant,
+                &self.shared.keyed,
+                &uuid::Uuid::now_v7().to_string(),
+                p.input.privacy_class,
+            ),
         };
         self.check_supersedes(p, &event_id, plan)?;
         let status = match p.decision {

@@ -11,6 +11,7 @@ mod eval_madial;
 mod eval_scenarios;
 mod file_modes;
 mod fuzz_inputs;
+mod grant_leaks;
 mod hnsw_path;
 mod http_admin_key;
 mod http_auth;
