@@ -64,8 +64,7 @@ fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let grant = episodic::auth::TenantGrant::internal(episodic::engine::ALL_TENANTS, "cli-compact");
-    let report = runtime.block_on(engine.compact(&grant));
+    let report = runtime.block_on(engine.compact("cli-compact"));
     runtime.block_on(engine.shutdown());
     let report = report.map_err(|p| anyhow::anyhow!("{p}"))?;
     println!("{}", serde_json::to_string_pretty(&report)?);

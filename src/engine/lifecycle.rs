@@ -75,13 +75,13 @@ pub struct ErasureReceipt {
     pub purged: bool,
 }
 
-/// What a compaction did.
+/// What a compaction did (store-wide: only the admin, or the offline command, compacts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactReport {
     /// When.
     pub compacted_at: Timestamp,
-    /// The caller's tenant's events whose content was purged by this run.
+    /// Every event whose content this run purged.
     pub purged_event_ids: Vec<String>,
     /// Log size before.
     pub log_bytes_before: u64,
@@ -320,37 +320,55 @@ impl Writer {
         }
     }
 
-    /// Physically purges deleted and expired content from every file.
-    pub(super) fn compact(&mut self, tenant: &str, key_id: &str) -> Result<CompactReport, String> {
+    /// Physically purges deleted and expired content from every file, for every tenant.
+    /// Audited once per tenant with that tenant's purged ids (what it needs to prove the
+    /// purge), and once for the store with the sizes (no tenant sees another's volume).
+    pub(super) fn compact(&mut self, key_id: &str) -> Result<CompactReport, String> {
         self.sweep_expired();
         self.commit_scope();
         let before = self.log.len_bytes();
-        let (records, purged) = self.compacted_records(tenant)?;
+        let (records, purged) = self.compacted_records()?;
         self.log.rewrite(&records).map_err(|e| e.to_string())?;
         self.mark_purged();
         self.shared.scope.merge_all().map_err(|e| e.to_string())?;
         let live = self.rebuild_vectors()?;
         self.save_hnsw();
+        let mut by_tenant: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (tenant, id) in purged {
+            by_tenant.entry(tenant).or_default().push(id);
+        }
         let report = CompactReport {
             compacted_at: Timestamp::now(),
-            purged_event_ids: purged,
+            purged_event_ids: by_tenant.values().flatten().cloned().collect(),
             log_bytes_before: before,
             log_bytes_after: self.log.len_bytes(),
             live_events: live,
         };
-        let detail = json!({"purged": report.purged_event_ids.len(), "logBytesBefore": before, "logBytesAfter": report.log_bytes_after});
+        for (tenant, ids) in by_tenant {
+            let detail = json!({"purged": ids.len()});
+            self.pending_audit
+                .push(AuditEntry::new(&tenant, key_id, "compact", ids, detail));
+        }
+        let detail = json!({
+            "purged": report.purged_event_ids.len(),
+            "logBytesBefore": before,
+            "logBytesAfter": report.log_bytes_after,
+            "liveEvents": live,
+        });
         self.pending_audit.push(AuditEntry::new(
-            tenant,
+            super::ALL_TENANTS,
             key_id,
             "compact",
-            report.purged_event_ids.clone(),
+            Vec::new(),
             detail,
         ));
         Ok(report)
     }
 
     /// The new log: live events as they are now, tombstones, then a marker.
-    fn compacted_records(&self, tenant: &str) -> Result<(Vec<LogRecord>, Vec<String>), String> {
+    /// The new log, and `(tenant, id)` of every event whose content it purges.
+    #[allow(clippy::type_complexity)]
+    fn compacted_records(&self) -> Result<(Vec<LogRecord>, Vec<(String, String)>), String> {
         let table = self.shared.table.read();
         let vectors = self.shared.vectors.load();
         let mut out: Vec<(u64, Record)> = Vec::new();
@@ -373,8 +391,8 @@ impl Writer {
                     out.push((e.seq, Record::Put(put)));
                 }
                 Slot::Deleted(t) => {
-                    if t.unpurged && (tenant == super::ALL_TENANTS || t.tenant_id == tenant) {
-                        purged.push(t.event_id.clone());
+                    if t.unpurged {
+                        purged.push((t.tenant_id.clone(), t.event_id.clone()));
                     }
                     let rec = TombstoneRecord {
                         doc: t.doc,

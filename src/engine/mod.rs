@@ -883,11 +883,11 @@ impl Engine {
             .collect()
     }
 
-    /// Physically purges deleted content from every file (blocks writes while it runs).
-    pub async fn compact(&self, grant: &TenantGrant) -> Result<CompactReport, Problem> {
+    /// Physically purges deleted content of every tenant from every file (blocks writes
+    /// while it runs). Store-wide: the API allows it to the admin only.
+    pub async fn compact(&self, key_id: &str) -> Result<CompactReport, Problem> {
         self.ask(|reply| Command::Compact {
-            tenant: grant.tenant().to_string(),
-            key_id: grant.key_id().to_string(),
+            key_id: key_id.to_string(),
             reply,
         })
         .await?

@@ -91,8 +91,6 @@ pub enum Command {
     },
     /// Physically purge deleted content.
     Compact {
-        /// Tenant of the caller (the report lists only its ids).
-        tenant: String,
         /// Acting key.
         key_id: String,
         /// Reply.
@@ -276,12 +274,8 @@ impl Writer {
                 let r = self.erase(&tenant, &actor_id, &key_id);
                 self.answer(reply, r);
             }
-            Command::Compact {
-                tenant,
-                key_id,
-                reply,
-            } => {
-                let r = self.compact(&tenant, &key_id);
+            Command::Compact { key_id, reply } => {
+                let r = self.compact(&key_id);
                 self.answer(reply, r);
             }
             Command::Review {

@@ -612,8 +612,9 @@ fn recall_read(
     };
     let in_scope = InScope::new(shared, &filter);
     let scoped = |partitioned: bool| -> Result<_, Problem> {
+        // A tenant that never held an event: nothing to score, on the exact path.
         let Some(access) = &access else {
-            return Ok(Some(Scoped::default()));
+            return Ok((!partitioned).then(Scoped::default));
         };
         let (heads, known) = if partitioned {
             let lexical = (rank.lexical_share > 0.0).then_some(&bm25);

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use episodic::embed::Embedder;
 
-use crate::common::{config, event, result_ids, summaries, with, App};
+use crate::common::{config, event, result_ids, summaries, with, App, ADMIN};
 
 const T: &str = "2026-06-17T09:20:00Z";
 
@@ -496,8 +496,13 @@ async fn compaction_leaves_no_trace_of_deleted_content() {
         Some(json!({"actorId": "eve"})),
     )
     .await;
-    let (status, report) = app
+    // Compaction rewrites the whole store: a tenant's operator may not run it.
+    let (status, refused) = app
         .call("POST", "/v1/admin/compact", Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    let (status, report) = app
+        .call("POST", "/v1/admin/compact", Some(ADMIN), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{report}");
     let mut purged: Vec<String> =
@@ -506,6 +511,15 @@ async fn compaction_leaves_no_trace_of_deleted_content() {
     let mut want = vec![doomed.clone(), erased];
     want.sort();
     assert_eq!(purged, want);
+    // The tenant's trail proves its purge, with its own ids and no store-wide figures.
+    let (_, trail) = app
+        .call("GET", "/v1/audit?action=compact", Some(&key), None)
+        .await;
+    let entry = &trail["entries"][0];
+    let mut ids: Vec<String> = serde_json::from_value(entry["eventIds"].clone()).expect("ids");
+    ids.sort();
+    assert_eq!(ids, want, "{trail}");
+    assert!(entry["detail"].get("logBytesBefore").is_none(), "{trail}");
     assert_eq!(
         files_containing(app.dir.path(), canary.as_bytes()),
         Vec::<String>::new()

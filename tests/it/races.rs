@@ -5,7 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::common::{event, result_ids, with, App};
+use crate::common::{event, result_ids, with, App, ADMIN};
 
 const T: &str = "2026-06-17T09:20:00Z";
 
@@ -179,7 +179,7 @@ async fn writes_during_compaction_are_all_kept() {
         })
         .collect();
     let (status, report) = app
-        .call("POST", "/v1/admin/compact", Some(&key), None)
+        .call("POST", "/v1/admin/compact", Some(ADMIN), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{report}");
     let mut acked = Vec::new();
