@@ -5,7 +5,8 @@
 //! result; all errors leave as problem+json; `/healthz` answers while the engine loads and
 //! `/readyz` only once it is ready. `/mcp` (the MCP streamable HTTP transport, served by
 //! `crate::mcp`) admits only requests whose bearer key authenticates, and passes the
-//! principal on in the request's extensions.
+//! principal on in the request's extensions. The request id is sanitized before anything
+//! logs or echoes it (`request_id`).
 
 mod extract;
 mod langchain;
@@ -14,6 +15,7 @@ mod observe;
 pub mod openapi;
 mod ops;
 pub mod problem;
+pub mod request_id;
 mod reviews;
 mod routes;
 
@@ -23,11 +25,10 @@ pub(crate) use routes::write_body;
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::Request;
-use axum::http::HeaderName;
-use axum::middleware::{from_fn_with_state, Next};
+use axum::middleware::{from_fn_with_state, map_request, Next};
 use axum::response::Response;
 use axum::Router;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::PropagateRequestIdLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -90,7 +91,6 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(ops::metrics))
         .split_for_parts();
     let spec = openapi::finish(spec);
-    let request_id = HeaderName::from_static("x-request-id");
     let spec_json = ops::SpecJson::new(&spec);
     let mcp = Router::new()
         .route_service("/mcp", crate::mcp::http_service(state.clone()))
@@ -103,16 +103,16 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
         .layer(axum::middleware::from_fn(ops::observe_request))
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(PropagateRequestIdLayer::new(request_id::HEADER))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let rid = req
                 .headers()
-                .get("x-request-id")
+                .get(request_id::HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("-");
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
         }).on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid));
+        .layer(map_request(request_id::sanitize));
     (router, spec)
 }
 

@@ -129,7 +129,7 @@ pub async fn observe_request(req: Request, next: Next) -> Response {
     let method = req.method().as_str().to_string();
     let request_id = req
         .headers()
-        .get("x-request-id")
+        .get(super::request_id::HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let resp = next.run(req).await;
