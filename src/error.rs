@@ -42,6 +42,11 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// An unexpected internal failure.
     Internal,
+    /// The request is malformed at the HTTP level (e.g. a path that is not UTF-8 once
+    /// percent-decoded).
+    BadRequest,
+    /// The response cannot be given in a media type the `Accept` header allows.
+    NotAcceptable,
 }
 
 impl ErrorCode {
@@ -58,7 +63,8 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::ValidationFailed | ErrorCode::PolicyDenied => 422,
-            ErrorCode::MalformedJson => 400,
+            ErrorCode::MalformedJson | ErrorCode::BadRequest => 400,
+            ErrorCode::NotAcceptable => 406,
             ErrorCode::StorageUnavailable | ErrorCode::NotReady => 503,
             ErrorCode::Internal => 500,
         }
@@ -83,6 +89,8 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => "route_not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Internal => "internal",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::NotAcceptable => "not_acceptable",
         }
     }
 
@@ -105,6 +113,8 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => "route not found",
             ErrorCode::MethodNotAllowed => "method not allowed",
             ErrorCode::Internal => "internal error",
+            ErrorCode::BadRequest => "bad request",
+            ErrorCode::NotAcceptable => "not acceptable",
         }
     }
 }
@@ -208,6 +218,8 @@ mod tests {
             ErrorCode::RouteNotFound,
             ErrorCode::MethodNotAllowed,
             ErrorCode::Internal,
+            ErrorCode::BadRequest,
+            ErrorCode::NotAcceptable,
         ];
         for code in all {
             let s = code.as_str();

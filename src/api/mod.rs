@@ -5,8 +5,10 @@
 //! result; all errors leave as problem+json; `/healthz` answers while the engine loads and
 //! `/readyz` only once it is ready. `/mcp` (the MCP streamable HTTP transport, served by
 //! `crate::mcp`) admits only requests whose bearer key authenticates, and passes the
-//! principal on in the request's extensions. The request id is sanitized before anything
-//! logs or echoes it (`request_id`).
+//! principal on in the request's extensions. Every error response of the router, whoever
+//! produced it, is problem+json carrying the request id (`problem::errors_as_problems`,
+//! `ops::observe_request`); the request id is sanitized before anything logs or echoes it
+//! (`request_id`).
 
 mod extract;
 mod langchain;
@@ -102,6 +104,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
+        .layer(axum::middleware::from_fn(problem::errors_as_problems))
         .layer(axum::middleware::from_fn(ops::observe_request))
         .layer(PropagateRequestIdLayer::new(request_id::HEADER))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
