@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::api::auth_limit::AuthFailureLimit;
 use crate::engine::EngineConfig;
 
 /// Settings of `episodic serve`.
@@ -118,6 +119,14 @@ pub struct ServeArgs {
     /// Threads of the CPU pool (embedding, scoring).
     #[arg(long, env = "EPISODIC_CPU_THREADS", default_value_t = 2)]
     pub cpu_threads: usize,
+    /// Failed authentications a client address may make per minute (0: no limit); beyond
+    /// them (and the burst) every request presenting a key from that address is answered
+    /// 429 until the allowance grows back.
+    #[arg(long, env = "EPISODIC_AUTH_FAILURES_PER_MINUTE", default_value_t = 20)]
+    pub auth_failures_per_minute: u32,
+    /// Failed authentications a client address may make at once.
+    #[arg(long, env = "EPISODIC_AUTH_FAILURE_BURST", default_value_t = 10)]
+    pub auth_failure_burst: u32,
 }
 
 /// Settings of `episodic mcp --stdio`: the server's settings plus the key every tool call
@@ -217,6 +226,18 @@ impl ServeArgs {
             c.policy = crate::policy::WritePolicy::from_json(&bytes).map_err(anyhow::Error::msg)?;
         }
         Ok(c)
+    }
+
+    /// Validates the failed-authentication limit.
+    pub fn auth_failure_limit(&self) -> anyhow::Result<AuthFailureLimit> {
+        anyhow::ensure!(
+            (1..=10_000).contains(&self.auth_failure_burst),
+            "--auth-failure-burst must lie in [1, 10000]"
+        );
+        Ok(AuthFailureLimit {
+            per_minute: self.auth_failures_per_minute,
+            burst: self.auth_failure_burst,
+        })
     }
 }
 

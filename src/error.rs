@@ -47,6 +47,9 @@ pub enum ErrorCode {
     BadRequest,
     /// The response cannot be given in a media type the `Accept` header allows.
     NotAcceptable,
+    /// Too many failed authentications from the client's address; retry after
+    /// `Retry-After` seconds.
+    TooManyRequests,
 }
 
 impl ErrorCode {
@@ -65,6 +68,7 @@ impl ErrorCode {
             ErrorCode::ValidationFailed | ErrorCode::PolicyDenied => 422,
             ErrorCode::MalformedJson | ErrorCode::BadRequest => 400,
             ErrorCode::NotAcceptable => 406,
+            ErrorCode::TooManyRequests => 429,
             ErrorCode::StorageUnavailable | ErrorCode::NotReady => 503,
             ErrorCode::Internal => 500,
         }
@@ -91,6 +95,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::NotAcceptable => "not_acceptable",
+            ErrorCode::TooManyRequests => "too_many_requests",
         }
     }
 
@@ -115,6 +120,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal error",
             ErrorCode::BadRequest => "bad request",
             ErrorCode::NotAcceptable => "not acceptable",
+            ErrorCode::TooManyRequests => "too many requests",
         }
     }
 }
@@ -149,6 +155,8 @@ pub struct Problem {
     pub errors: Vec<FieldError>,
     /// Extra members merged into the problem body (e.g. the policy `decision`).
     pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Seconds the client should wait before retrying (sent as `Retry-After`).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Problem {
@@ -159,6 +167,7 @@ impl Problem {
             detail: detail.into(),
             errors: Vec::new(),
             extra: None,
+            retry_after_secs: None,
         }
     }
 
@@ -170,12 +179,19 @@ impl Problem {
             detail,
             errors,
             extra: None,
+            retry_after_secs: None,
         }
     }
 
     /// A `not_found` problem for an event id (same text whether foreign or absent).
     pub fn event_not_found(event_id: &str) -> Self {
         Problem::new(ErrorCode::NotFound, format!("event {event_id} not found"))
+    }
+
+    /// Asks the client to wait `secs` seconds before retrying (`Retry-After`).
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
     }
 
     /// Adds one extra member to the body.
@@ -220,6 +236,7 @@ mod tests {
             ErrorCode::Internal,
             ErrorCode::BadRequest,
             ErrorCode::NotAcceptable,
+            ErrorCode::TooManyRequests,
         ];
         for code in all {
             let s = code.as_str();

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use episodic::api::auth_limit::AuthLimiter;
 use episodic::api::{router, AppState};
 use episodic::auth::KeyStore;
 use episodic::config::{McpArgs, ServeArgs};
@@ -148,6 +149,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         engine: Arc::new(OnceLock::new()),
         keys: Arc::new(keys),
         body_limit: args.max_body_bytes,
+        auth_limit: Arc::new(AuthLimiter::new(args.auth_failure_limit()?)),
     };
     runtime.block_on(run(args, config, state))
 }
@@ -196,6 +198,7 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
         engine: slot,
         keys: Arc::new(keys),
         body_limit: args.serve.max_body_bytes,
+        auth_limit: Arc::new(AuthLimiter::new(args.serve.auth_failure_limit()?)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -34,6 +34,8 @@ pub const EMBED_SECONDS: &str = "episodic_embed_seconds";
 pub const WRITE_QUEUE: &str = "episodic_write_queue_depth";
 /// Write-policy decisions by outcome (`allow`, `review`, `deny`).
 pub const POLICY_DECISIONS: &str = "episodic_policy_decisions_total";
+/// Requests refused with 429 for too many failed authentications from their address.
+pub const AUTH_LIMITED: &str = "episodic_auth_limited_total";
 
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -76,6 +78,10 @@ fn describe() {
     );
     metrics::describe_gauge!(WRITE_QUEUE, "writer commands waiting or in progress");
     metrics::describe_counter!(POLICY_DECISIONS, "write-policy decisions by outcome");
+    metrics::describe_counter!(
+        AUTH_LIMITED,
+        "requests refused for too many failed authentications from their address"
+    );
 }
 
 /// Records one finished HTTP request.
@@ -117,6 +123,11 @@ impl Drop for QueueGuard {
     fn drop(&mut self) {
         metrics::gauge!(WRITE_QUEUE).decrement(1.0);
     }
+}
+
+/// Records a request refused by the failed-authentication limit.
+pub fn auth_limited() {
+    metrics::counter!(AUTH_LIMITED).increment(1);
 }
 
 /// Records a write-policy decision.

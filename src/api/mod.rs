@@ -10,6 +10,7 @@
 //! `ops::observe_request`); the request id is sanitized before anything logs or echoes it
 //! (`request_id`).
 
+pub mod auth_limit;
 mod extract;
 mod langchain;
 mod lifecycle;
@@ -39,6 +40,7 @@ use utoipa_axum::routes;
 use crate::auth::KeyStore;
 use crate::engine::Engine;
 use crate::error::{ErrorCode, Problem};
+use auth_limit::AuthLimiter;
 use extract::Auth;
 
 /// Default request body limit in bytes.
@@ -53,6 +55,8 @@ pub struct AppState {
     pub keys: Arc<KeyStore>,
     /// Maximum request body size.
     pub body_limit: usize,
+    /// Failed authentications per client address.
+    pub auth_limit: Arc<AuthLimiter>,
 }
 
 impl AppState {

@@ -67,6 +67,9 @@ pub fn response_with_status(p: &Problem, status: StatusCode) -> Response {
     if p.code == ErrorCode::Unauthenticated {
         headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
+    if let Some(secs) = p.retry_after_secs {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
     resp
 }
 
@@ -108,6 +111,7 @@ fn code_for(status: StatusCode) -> ErrorCode {
         413 => ErrorCode::PayloadTooLarge,
         415 => ErrorCode::UnsupportedMediaType,
         422 => ErrorCode::ValidationFailed,
+        429 => ErrorCode::TooManyRequests,
         s if s < 500 => ErrorCode::BadRequest,
         _ => ErrorCode::Internal,
     }
