@@ -47,9 +47,14 @@ pub enum ErrorCode {
     BadRequest,
     /// The response cannot be given in a media type the `Accept` header allows.
     NotAcceptable,
+    /// The request body did not arrive within the body timeout; the connection is closed.
+    RequestTimeout,
     /// Too many failed authentications from the client's address; retry after
     /// `Retry-After` seconds.
     TooManyRequests,
+    /// The server holds as many connections as it is configured to; retry after
+    /// `Retry-After` seconds.
+    TooManyConnections,
 }
 
 impl ErrorCode {
@@ -68,8 +73,11 @@ impl ErrorCode {
             ErrorCode::ValidationFailed | ErrorCode::PolicyDenied => 422,
             ErrorCode::MalformedJson | ErrorCode::BadRequest => 400,
             ErrorCode::NotAcceptable => 406,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::TooManyRequests => 429,
-            ErrorCode::StorageUnavailable | ErrorCode::NotReady => 503,
+            ErrorCode::StorageUnavailable | ErrorCode::NotReady | ErrorCode::TooManyConnections => {
+                503
+            }
             ErrorCode::Internal => 500,
         }
     }
@@ -95,7 +103,9 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::NotAcceptable => "not_acceptable",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::TooManyRequests => "too_many_requests",
+            ErrorCode::TooManyConnections => "too_many_connections",
         }
     }
 
@@ -120,7 +130,9 @@ impl ErrorCode {
             ErrorCode::Internal => "internal error",
             ErrorCode::BadRequest => "bad request",
             ErrorCode::NotAcceptable => "not acceptable",
+            ErrorCode::RequestTimeout => "request timeout",
             ErrorCode::TooManyRequests => "too many requests",
+            ErrorCode::TooManyConnections => "too many connections",
         }
     }
 }
@@ -236,7 +248,9 @@ mod tests {
             ErrorCode::Internal,
             ErrorCode::BadRequest,
             ErrorCode::NotAcceptable,
+            ErrorCode::RequestTimeout,
             ErrorCode::TooManyRequests,
+            ErrorCode::TooManyConnections,
         ];
         for code in all {
             let s = code.as_str();

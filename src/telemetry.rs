@@ -34,6 +34,11 @@ pub const EMBED_SECONDS: &str = "episodic_embed_seconds";
 pub const WRITE_QUEUE: &str = "episodic_write_queue_depth";
 /// Write-policy decisions by outcome (`allow`, `review`, `deny`).
 pub const POLICY_DECISIONS: &str = "episodic_policy_decisions_total";
+/// Open client connections being served.
+pub const HTTP_CONNECTIONS: &str = "episodic_http_connections";
+/// Connections the server ended or refused by reason (`header_timeout`, `idle_timeout`,
+/// `write_timeout`, `tls_handshake`, `over_limit`, `over_limit_dropped`).
+pub const HTTP_CONNECTIONS_CUT: &str = "episodic_http_connections_cut_total";
 /// Requests refused with 429 for too many failed authentications from their address.
 pub const AUTH_LIMITED: &str = "episodic_auth_limited_total";
 
@@ -78,6 +83,11 @@ fn describe() {
     );
     metrics::describe_gauge!(WRITE_QUEUE, "writer commands waiting or in progress");
     metrics::describe_counter!(POLICY_DECISIONS, "write-policy decisions by outcome");
+    metrics::describe_gauge!(HTTP_CONNECTIONS, "open client connections being served");
+    metrics::describe_counter!(
+        HTTP_CONNECTIONS_CUT,
+        "connections ended or refused by the server, by reason"
+    );
     metrics::describe_counter!(
         AUTH_LIMITED,
         "requests refused for too many failed authentications from their address"
@@ -123,6 +133,28 @@ impl Drop for QueueGuard {
     fn drop(&mut self) {
         metrics::gauge!(WRITE_QUEUE).decrement(1.0);
     }
+}
+
+/// Counts one open connection for as long as the guard lives.
+pub struct ConnectionGuard(());
+
+impl ConnectionGuard {
+    /// Counts a connection in.
+    pub fn enter() -> ConnectionGuard {
+        metrics::gauge!(HTTP_CONNECTIONS).increment(1.0);
+        ConnectionGuard(())
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(HTTP_CONNECTIONS).decrement(1.0);
+    }
+}
+
+/// Records a connection the server ended or refused.
+pub fn connection_cut(reason: &'static str) {
+    metrics::counter!(HTTP_CONNECTIONS_CUT, "reason" => reason).increment(1);
 }
 
 /// Records a request refused by the failed-authentication limit.

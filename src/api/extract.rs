@@ -5,8 +5,8 @@
 //! presented key is looked at only if the client's address has failed authentication less
 //! often than the limit allows (`super::auth_limit`), otherwise the answer is 429
 //! `too_many_requests`; a body is read only up to the configured limit; malformed JSON is
-//! `malformed_json` (400), an oversized body `payload_too_large` (413), a non-JSON content
-//! type 415.
+//! `malformed_json` (400), an oversized body `payload_too_large` (413), a body that missed
+//! its deadline `request_timeout` (408), a non-JSON content type 415.
 
 use std::net::SocketAddr;
 
@@ -137,6 +137,14 @@ async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, Pro
         Err(e) => {
             let inner = e.into_inner();
             if inner
+                .downcast_ref::<super::listener::BodyTimeout>()
+                .is_some()
+            {
+                Err(Problem::new(
+                    ErrorCode::RequestTimeout,
+                    "the request body did not arrive in time",
+                ))
+            } else if inner
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
             {

@@ -8,12 +8,14 @@
 //! principal on in the request's extensions. Every error response of the router, whoever
 //! produced it, is problem+json carrying the request id (`problem::errors_as_problems`,
 //! `ops::observe_request`); the request id is sanitized before anything logs or echoes it
-//! (`request_id`).
+//! (`request_id`); `listener` serves the router on TCP (optionally TLS) with timeouts and a
+//! connection cap.
 
 pub mod auth_limit;
 mod extract;
 mod langchain;
 mod lifecycle;
+pub mod listener;
 mod observe;
 pub mod openapi;
 mod ops;

@@ -4,8 +4,9 @@
 //! error-code table and the request id when one is known. [`errors_as_problems`] wraps the
 //! whole router, so an error produced outside our handlers (an extractor rejection such as
 //! a path that is not UTF-8 once decoded, or the MCP transport's own 406 and 415) is
-//! rewritten into a problem with the same status. The body `status` always equals the HTTP
-//! status.
+//! rewritten into a problem with the same status; a request whose body missed the body
+//! timeout is answered `request_timeout` (408) and its connection closed, whatever the
+//! handler made of the failed read. The body `status` always equals the HTTP status.
 
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -13,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use super::listener::BodyDeadline;
 use crate::error::{ErrorCode, Problem};
 
 /// The problem media type.
@@ -89,13 +91,32 @@ pub(crate) fn is_problem(resp: &Response) -> bool {
 }
 
 /// Middleware around the whole router: error responses that are not problem+json become
-/// problems with the same status.
+/// problems with the same status, and a request whose body missed its deadline is answered
+/// 408 `request_timeout` with `Connection: close`.
 pub async fn errors_as_problems(req: Request, next: Next) -> Response {
+    let deadline = req.extensions().get::<BodyDeadline>().cloned();
     let resp = next.run(req).await;
+    if let Some(deadline) = deadline.filter(BodyDeadline::missed) {
+        return body_timeout_response(&deadline);
+    }
     if resp.status().as_u16() < 400 || is_problem(&resp) {
         return resp;
     }
     rewrite(resp).await
+}
+
+fn body_timeout_response(deadline: &BodyDeadline) -> Response {
+    let problem = Problem::new(
+        ErrorCode::RequestTimeout,
+        format!(
+            "the request body did not arrive within {} ms",
+            deadline.timeout().as_millis()
+        ),
+    );
+    let mut resp = problem.into_response();
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
 }
 
 /// The code a foreign error status maps to; statuses without a code of their own keep their
@@ -107,6 +128,7 @@ fn code_for(status: StatusCode) -> ErrorCode {
         404 => ErrorCode::RouteNotFound,
         405 => ErrorCode::MethodNotAllowed,
         406 => ErrorCode::NotAcceptable,
+        408 => ErrorCode::RequestTimeout,
         409 => ErrorCode::Conflict,
         413 => ErrorCode::PayloadTooLarge,
         415 => ErrorCode::UnsupportedMediaType,
@@ -140,6 +162,14 @@ fn foreign_detail(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     Some(line.chars().take(MAX_FOREIGN_DETAIL).collect())
+}
+
+/// A problem response built outside the router (the listener's own answers), with its
+/// request id in the body.
+pub(crate) fn standalone(p: &Problem, request_id: &str) -> (StatusCode, Vec<u8>) {
+    let status = StatusCode::from_u16(p.code.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let bytes = serde_json::to_vec(&body(p, Some(request_id))).unwrap_or_default();
+    (status, bytes)
 }
 
 #[cfg(test)]
