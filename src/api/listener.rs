@@ -467,12 +467,18 @@ impl Activity {
 
     /// The client took bytes: a stall is over, and an idle connection still sending the last
     /// response (hyper holds whole body chunks) is not idle yet.
-    fn write_progressed(&self) {
+    fn wrote(&self) {
         let mut s = self.state.lock();
         s.write_blocked_since = None;
         if s.phase == Phase::Idle {
             s.since = Instant::now();
         }
+    }
+
+    /// A flush or shutdown completed: whatever was stalled has gone out. (A flush moves no
+    /// new bytes, so it does not count as activity: hyper flushes whenever it is polled.)
+    fn flushed(&self) {
+        self.state.lock().write_blocked_since = None;
     }
 }
 
@@ -516,10 +522,19 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Tracked<IO> {
 }
 
 impl<IO: AsyncWrite + Unpin> Tracked<IO> {
-    fn track<T>(&self, result: Poll<T>) -> Poll<T> {
+    fn track_write(&self, result: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
         match result {
             Poll::Pending => self.activity.write_blocked(),
-            Poll::Ready(_) => self.activity.write_progressed(),
+            Poll::Ready(Ok(n)) if n > 0 => self.activity.wrote(),
+            Poll::Ready(_) => {}
+        }
+        result
+    }
+
+    fn track_flush(&self, result: Poll<io::Result<()>>) -> Poll<io::Result<()>> {
+        match result {
+            Poll::Pending => self.activity.write_blocked(),
+            Poll::Ready(_) => self.activity.flushed(),
         }
         result
     }
@@ -533,7 +548,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Tracked<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.track(result)
+        this.track_write(result)
     }
 
     fn poll_write_vectored(
@@ -543,7 +558,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Tracked<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.track(result)
+        this.track_write(result)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -553,13 +568,13 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Tracked<IO> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.io).poll_flush(cx);
-        this.track(result)
+        this.track_flush(result)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.io).poll_shutdown(cx);
-        this.track(result)
+        this.track_flush(result)
     }
 }
 
@@ -910,7 +925,7 @@ mod tests {
         let (at, why) = a.deadline(&t).expect("a stalled write has one");
         assert_eq!(why, "write_timeout");
         assert!(at >= blocked + t.write && at <= Instant::now() + t.write);
-        a.write_progressed();
+        a.wrote();
         assert_eq!(a.deadline(&t), None);
         let done = Instant::now();
         drop(in_flight);
@@ -918,8 +933,14 @@ mod tests {
         assert_eq!(why, "idle_timeout");
         assert!(at >= done + t.idle && at <= Instant::now() + t.idle);
         std::thread::sleep(Duration::from_millis(5));
+        a.flushed();
+        assert_eq!(
+            a.deadline(&t).map(|(at, _)| at),
+            Some(at),
+            "a flush moving no bytes is not activity"
+        );
         let sending = Instant::now();
-        a.write_progressed();
+        a.wrote();
         let (later, _) = a.deadline(&t).expect("still idle");
         assert!(
             later > at && later >= sending + t.idle,
