@@ -12,6 +12,7 @@ mod eval_scenarios;
 mod fuzz_inputs;
 mod hnsw_path;
 mod http_auth;
+mod http_edges;
 mod http_governance;
 mod http_langchain;
 mod http_lifecycle;
