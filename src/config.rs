@@ -13,7 +13,14 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::api::auth_limit::AuthFailureLimit;
+use crate::api::listener::{EdgeConfig, Timeouts, TlsFiles};
 use crate::engine::EngineConfig;
+
+/// Shortest and longest accepted value of each `--*-timeout-ms` and `--shutdown-grace-ms`.
+const TIMEOUT_MS_RANGE: std::ops::RangeInclusive<u64> = 10..=3_600_000;
+/// Largest accepted `--max-connections`.
+const MAX_CONNECTIONS: usize = 1_000_000;
 
 /// Settings of `episodic serve`.
 #[derive(Debug, Clone, Args, serde::Serialize)]
@@ -118,6 +125,49 @@ pub struct ServeArgs {
     /// Threads of the CPU pool (embedding, scoring).
     #[arg(long, env = "EPISODIC_CPU_THREADS", default_value_t = 2)]
     pub cpu_threads: usize,
+    /// Time a client has to send a request head, from connecting (or from the first byte of
+    /// a later request on the connection), in milliseconds; then the connection is closed.
+    #[arg(long, env = "EPISODIC_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// Time a request body has to arrive, from the server's first read of it, in
+    /// milliseconds; then the request is answered 408 and the connection closed.
+    #[arg(long, env = "EPISODIC_BODY_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+    /// Time a kept-alive connection may sit idle between requests, in milliseconds.
+    #[arg(long, env = "EPISODIC_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+    /// Time a client may take no response bytes before the connection is closed, in
+    /// milliseconds.
+    #[arg(long, env = "EPISODIC_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub write_timeout_ms: u64,
+    /// Time a TLS handshake may take, in milliseconds.
+    #[arg(
+        long,
+        env = "EPISODIC_TLS_HANDSHAKE_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub tls_handshake_timeout_ms: u64,
+    /// Time in-flight requests get to finish at shutdown, in milliseconds.
+    #[arg(long, env = "EPISODIC_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
+    /// Most client connections served at once; more are answered 503 and closed (lowered at
+    /// start-up if the open-file limit cannot hold them and 192 more).
+    #[arg(long, env = "EPISODIC_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// PEM certificate chain to serve HTTPS with (with `--tls-key`; default: plain HTTP).
+    #[arg(long, env = "EPISODIC_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "EPISODIC_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Failed authentications a client address may make per minute (0: no limit); beyond
+    /// them (and the burst) every request presenting a key from that address is answered
+    /// 429 until the allowance grows back.
+    #[arg(long, env = "EPISODIC_AUTH_FAILURES_PER_MINUTE", default_value_t = 20)]
+    pub auth_failures_per_minute: u32,
+    /// Failed authentications a client address may make at once.
+    #[arg(long, env = "EPISODIC_AUTH_FAILURE_BURST", default_value_t = 10)]
+    pub auth_failure_burst: u32,
 }
 
 /// Settings of `episodic mcp --stdio`: the server's settings plus the key every tool call
@@ -217,6 +267,57 @@ impl ServeArgs {
             c.policy = crate::policy::WritePolicy::from_json(&bytes).map_err(anyhow::Error::msg)?;
         }
         Ok(c)
+    }
+
+    /// Validates the listener's settings (timeouts, connection cap, TLS files).
+    pub fn edge_config(&self) -> anyhow::Result<EdgeConfig> {
+        let ms = |name: &str, v: u64| -> anyhow::Result<Duration> {
+            anyhow::ensure!(
+                TIMEOUT_MS_RANGE.contains(&v),
+                "--{name} must lie in [{}, {}]",
+                TIMEOUT_MS_RANGE.start(),
+                TIMEOUT_MS_RANGE.end()
+            );
+            Ok(Duration::from_millis(v))
+        };
+        let timeouts = Timeouts {
+            header: ms("header-timeout-ms", self.header_timeout_ms)?,
+            body: ms("body-timeout-ms", self.body_timeout_ms)?,
+            idle: ms("idle-timeout-ms", self.idle_timeout_ms)?,
+            write: ms("write-timeout-ms", self.write_timeout_ms)?,
+            tls_handshake: ms("tls-handshake-timeout-ms", self.tls_handshake_timeout_ms)?,
+            shutdown_grace: ms("shutdown-grace-ms", self.shutdown_grace_ms)?,
+        };
+        anyhow::ensure!(
+            (1..=MAX_CONNECTIONS).contains(&self.max_connections),
+            "--max-connections must lie in [1, {MAX_CONNECTIONS}]"
+        );
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!("--tls-cert and --tls-key go together: set both or neither"),
+        };
+        Ok(EdgeConfig {
+            addr: self.listen,
+            timeouts,
+            max_connections: self.max_connections,
+            tls,
+        })
+    }
+
+    /// Validates the failed-authentication limit.
+    pub fn auth_failure_limit(&self) -> anyhow::Result<AuthFailureLimit> {
+        anyhow::ensure!(
+            (1..=10_000).contains(&self.auth_failure_burst),
+            "--auth-failure-burst must lie in [1, 10000]"
+        );
+        Ok(AuthFailureLimit {
+            per_minute: self.auth_failures_per_minute,
+            burst: self.auth_failure_burst,
+        })
     }
 }
 
@@ -386,6 +487,44 @@ mod tests {
         assert_eq!(c.rank, engine.rank);
         assert_eq!(c.stale, engine.stale);
         assert_eq!(c.recall, engine.recall);
+    }
+
+    #[test]
+    fn edge_defaults_are_public_facing_and_bad_values_fail() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let args = |args: &[&str]| {
+            let argv = std::iter::once("episodic").chain(args.iter().copied());
+            <Cli as clap::Parser>::try_parse_from(argv)
+                .expect("flags parse")
+                .serve
+        };
+        let parse = |a: &[&str]| args(a).edge_config();
+        let edge = parse(&[]).expect("valid defaults");
+        assert!(edge.addr.ip().is_loopback());
+        assert_eq!(edge.timeouts.header, Duration::from_secs(10));
+        assert_eq!(edge.timeouts.body, Duration::from_secs(30));
+        assert_eq!(edge.timeouts.idle, Duration::from_secs(60));
+        assert_eq!(edge.max_connections, 1024);
+        assert_eq!(edge.tls, None);
+        assert_eq!(
+            args(&[]).auth_failure_limit().expect("valid default"),
+            AuthFailureLimit::default()
+        );
+        assert!(parse(&["--tls-cert", "c.pem"]).is_err(), "cert without key");
+        assert!(parse(&["--tls-cert", "c.pem", "--tls-key", "k.pem"])
+            .expect("both")
+            .tls
+            .is_some());
+        assert!(parse(&["--header-timeout-ms", "0"]).is_err());
+        assert!(parse(&["--idle-timeout-ms", "999999999"]).is_err());
+        assert!(parse(&["--max-connections", "0"]).is_err());
+        assert!(args(&["--auth-failure-burst", "0"])
+            .auth_failure_limit()
+            .is_err());
     }
 
     #[test]

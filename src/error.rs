@@ -42,6 +42,19 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// An unexpected internal failure.
     Internal,
+    /// The request is malformed at the HTTP level (e.g. a path that is not UTF-8 once
+    /// percent-decoded).
+    BadRequest,
+    /// The response cannot be given in a media type the `Accept` header allows.
+    NotAcceptable,
+    /// The request body did not arrive within the body timeout; the connection is closed.
+    RequestTimeout,
+    /// Too many failed authentications from the client's address; retry after
+    /// `Retry-After` seconds.
+    TooManyRequests,
+    /// The server holds as many connections as it is configured to; retry after
+    /// `Retry-After` seconds.
+    TooManyConnections,
 }
 
 impl ErrorCode {
@@ -58,8 +71,13 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::ValidationFailed | ErrorCode::PolicyDenied => 422,
-            ErrorCode::MalformedJson => 400,
-            ErrorCode::StorageUnavailable | ErrorCode::NotReady => 503,
+            ErrorCode::MalformedJson | ErrorCode::BadRequest => 400,
+            ErrorCode::NotAcceptable => 406,
+            ErrorCode::RequestTimeout => 408,
+            ErrorCode::TooManyRequests => 429,
+            ErrorCode::StorageUnavailable | ErrorCode::NotReady | ErrorCode::TooManyConnections => {
+                503
+            }
             ErrorCode::Internal => 500,
         }
     }
@@ -83,6 +101,11 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => "route_not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Internal => "internal",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::NotAcceptable => "not_acceptable",
+            ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::TooManyRequests => "too_many_requests",
+            ErrorCode::TooManyConnections => "too_many_connections",
         }
     }
 
@@ -105,6 +128,11 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => "route not found",
             ErrorCode::MethodNotAllowed => "method not allowed",
             ErrorCode::Internal => "internal error",
+            ErrorCode::BadRequest => "bad request",
+            ErrorCode::NotAcceptable => "not acceptable",
+            ErrorCode::RequestTimeout => "request timeout",
+            ErrorCode::TooManyRequests => "too many requests",
+            ErrorCode::TooManyConnections => "too many connections",
         }
     }
 }
@@ -139,6 +167,8 @@ pub struct Problem {
     pub errors: Vec<FieldError>,
     /// Extra members merged into the problem body (e.g. the policy `decision`).
     pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Seconds the client should wait before retrying (sent as `Retry-After`).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Problem {
@@ -149,6 +179,7 @@ impl Problem {
             detail: detail.into(),
             errors: Vec::new(),
             extra: None,
+            retry_after_secs: None,
         }
     }
 
@@ -160,12 +191,19 @@ impl Problem {
             detail,
             errors,
             extra: None,
+            retry_after_secs: None,
         }
     }
 
     /// A `not_found` problem for an event id (same text whether foreign or absent).
     pub fn event_not_found(event_id: &str) -> Self {
         Problem::new(ErrorCode::NotFound, format!("event {event_id} not found"))
+    }
+
+    /// Asks the client to wait `secs` seconds before retrying (`Retry-After`).
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
     }
 
     /// Adds one extra member to the body.
@@ -208,6 +246,11 @@ mod tests {
             ErrorCode::RouteNotFound,
             ErrorCode::MethodNotAllowed,
             ErrorCode::Internal,
+            ErrorCode::BadRequest,
+            ErrorCode::NotAcceptable,
+            ErrorCode::RequestTimeout,
+            ErrorCode::TooManyRequests,
+            ErrorCode::TooManyConnections,
         ];
         for code in all {
             let s = code.as_str();

@@ -6,6 +6,8 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use episodic::api::auth_limit::AuthLimiter;
+use episodic::api::listener::{EdgeConfig, Listener};
 use episodic::api::{router, AppState};
 use episodic::auth::KeyStore;
 use episodic::config::{McpArgs, ServeArgs};
@@ -172,6 +174,7 @@ fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.engine_config()?;
+    let edge = args.edge_config()?;
     let keys = open_keys(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -181,8 +184,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         engine: Arc::new(OnceLock::new()),
         keys: Arc::new(keys),
         body_limit: args.max_body_bytes,
+        auth_limit: Arc::new(AuthLimiter::new(args.auth_failure_limit()?)),
     };
-    runtime.block_on(run(args, config, state))
+    runtime.block_on(run(args, edge, config, state))
 }
 
 /// Checks the model files, creates the data dir and opens the key store (as `serve` and
@@ -229,6 +233,7 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
         engine: slot,
         keys: Arc::new(keys),
         body_limit: args.serve.max_body_bytes,
+        auth_limit: Arc::new(AuthLimiter::new(args.serve.auth_failure_limit()?)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -242,13 +247,17 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
 
 async fn run(
     args: ServeArgs,
+    edge: EdgeConfig,
     config: episodic::engine::EngineConfig,
     state: AppState,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(addr = %args.listen, "listening; loading model and indexes");
+    let listener = Listener::bind(edge).await?;
+    tracing::info!(
+        addr = %args.listen,
+        tls = listener.is_tls(),
+        max_connections = listener.max_connections(),
+        "listening; loading model and indexes"
+    );
     let engine_slot = state.engine.clone();
     let model_dir = args.model_dir.clone();
     let loader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
@@ -258,10 +267,9 @@ async fn run(
         Ok(())
     });
     let app = router(state.clone());
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
-    let serve_task = tokio::spawn(async move { server.await });
+    let serve_task = tokio::spawn(listener.serve(app, shutdown_signal()));
     loader.await.context("loader task")??;
-    serve_task.await.context("server task")??;
+    serve_task.await.context("server task")?;
     if let Some(engine) = state.engine.get() {
         engine.shutdown().await;
     }

@@ -36,6 +36,13 @@ pub const WRITE_QUEUE: &str = "episodic_write_queue_depth";
 pub const POLICY_DECISIONS: &str = "episodic_policy_decisions_total";
 /// Failed scope-index commits, updates and repairs.
 pub const SCOPE_INDEX_FAILURES: &str = "episodic_scope_index_failures_total";
+/// Open client connections being served.
+pub const HTTP_CONNECTIONS: &str = "episodic_http_connections";
+/// Connections the server ended or refused by reason (`header_timeout`, `idle_timeout`,
+/// `write_timeout`, `tls_handshake`, `over_limit`, `over_limit_dropped`).
+pub const HTTP_CONNECTIONS_CUT: &str = "episodic_http_connections_cut_total";
+/// Requests refused with 429 for too many failed authentications from their address.
+pub const AUTH_LIMITED: &str = "episodic_auth_limited_total";
 
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -82,6 +89,15 @@ fn describe() {
         SCOPE_INDEX_FAILURES,
         "failed scope index commits, updates and repairs"
     );
+    metrics::describe_gauge!(HTTP_CONNECTIONS, "open client connections being served");
+    metrics::describe_counter!(
+        HTTP_CONNECTIONS_CUT,
+        "connections ended or refused by the server, by reason"
+    );
+    metrics::describe_counter!(
+        AUTH_LIMITED,
+        "requests refused for too many failed authentications from their address"
+    );
 }
 
 /// Records one finished HTTP request.
@@ -123,6 +139,33 @@ impl Drop for QueueGuard {
     fn drop(&mut self) {
         metrics::gauge!(WRITE_QUEUE).decrement(1.0);
     }
+}
+
+/// Counts one open connection for as long as the guard lives.
+pub struct ConnectionGuard(());
+
+impl ConnectionGuard {
+    /// Counts a connection in.
+    pub fn enter() -> ConnectionGuard {
+        metrics::gauge!(HTTP_CONNECTIONS).increment(1.0);
+        ConnectionGuard(())
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(HTTP_CONNECTIONS).decrement(1.0);
+    }
+}
+
+/// Records a connection the server ended or refused.
+pub fn connection_cut(reason: &'static str) {
+    metrics::counter!(HTTP_CONNECTIONS_CUT, "reason" => reason).increment(1);
+}
+
+/// Records a request refused by the failed-authentication limit.
+pub fn auth_limited() {
+    metrics::counter!(AUTH_LIMITED).increment(1);
 }
 
 /// Records a write-policy decision.

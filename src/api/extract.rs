@@ -1,12 +1,17 @@
 //! Request extractors: bearer authentication and bounded JSON bodies, each failing with a
 //! problem+json response.
 //!
-//! Invariants: a handler that takes [`Auth`] never runs for a missing or unknown key; a body
-//! is read only up to the configured limit; malformed JSON is `malformed_json` (400), an
-//! oversized body `payload_too_large` (413), a non-JSON content type 415.
+//! Invariants: a handler that takes [`Auth`] never runs for a missing or unknown key; a
+//! presented key is looked at only if the client's address has failed authentication less
+//! often than the limit allows (`super::auth_limit`), otherwise the answer is 429
+//! `too_many_requests`; a body is read only up to the configured limit; malformed JSON is
+//! `malformed_json` (400), an oversized body `payload_too_large` (413), a body that missed
+//! its deadline `request_timeout` (408), a non-JSON content type 415.
+
+use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
+use axum::extract::{ConnectInfo, FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use serde_json::Value;
@@ -33,6 +38,18 @@ where
                 "missing Authorization: Bearer <key>",
             )
         })?;
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        let attempt = app.auth_limit.attempt(peer).map_err(|limited| {
+            crate::telemetry::auth_limited();
+            Problem::new(
+                ErrorCode::TooManyRequests,
+                "too many failed authentications from this address; the key was not checked",
+            )
+            .with_retry_after(limited.retry_after_secs)
+        })?;
         let key = header
             .to_str()
             .ok()
@@ -45,7 +62,9 @@ where
                     "Authorization must be `Bearer <key>`",
                 )
             })?;
-        app.keys.authenticate(key).map(Auth)
+        let principal = app.keys.authenticate(key)?;
+        attempt.succeeded();
+        Ok(Auth(principal))
     }
 }
 
@@ -118,6 +137,14 @@ async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, Pro
         Err(e) => {
             let inner = e.into_inner();
             if inner
+                .downcast_ref::<super::listener::BodyTimeout>()
+                .is_some()
+            {
+                Err(Problem::new(
+                    ErrorCode::RequestTimeout,
+                    "the request body did not arrive in time",
+                ))
+            } else if inner
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
             {

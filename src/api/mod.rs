@@ -5,15 +5,22 @@
 //! result; all errors leave as problem+json; `/healthz` answers while the engine loads and
 //! `/readyz` only once it is ready. `/mcp` (the MCP streamable HTTP transport, served by
 //! `crate::mcp`) admits only requests whose bearer key authenticates, and passes the
-//! principal on in the request's extensions.
+//! principal on in the request's extensions. Every error response of the router, whoever
+//! produced it, is problem+json carrying the request id (`problem::errors_as_problems`,
+//! `ops::observe_request`); the request id is sanitized before anything logs or echoes it
+//! (`request_id`); `listener` serves the router on TCP (optionally TLS) with timeouts and a
+//! connection cap.
 
+pub mod auth_limit;
 mod extract;
 mod langchain;
 mod lifecycle;
+pub mod listener;
 mod observe;
 pub mod openapi;
 mod ops;
 pub mod problem;
+pub mod request_id;
 mod reviews;
 mod routes;
 
@@ -23,11 +30,10 @@ pub(crate) use routes::write_body;
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::Request;
-use axum::http::HeaderName;
-use axum::middleware::{from_fn_with_state, Next};
+use axum::middleware::{from_fn_with_state, map_request, Next};
 use axum::response::Response;
 use axum::Router;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::PropagateRequestIdLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -36,6 +42,7 @@ use utoipa_axum::routes;
 use crate::auth::KeyStore;
 use crate::engine::Engine;
 use crate::error::{ErrorCode, Problem};
+use auth_limit::AuthLimiter;
 use extract::Auth;
 
 /// Default request body limit in bytes.
@@ -50,6 +57,8 @@ pub struct AppState {
     pub keys: Arc<KeyStore>,
     /// Maximum request body size.
     pub body_limit: usize,
+    /// Failed authentications per client address.
+    pub auth_limit: Arc<AuthLimiter>,
 }
 
 impl AppState {
@@ -91,7 +100,6 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(ops::metrics))
         .split_for_parts();
     let spec = openapi::finish(spec);
-    let request_id = HeaderName::from_static("x-request-id");
     let spec_json = ops::SpecJson::new(&spec);
     let mcp = Router::new()
         .route_service("/mcp", crate::mcp::http_service(state.clone()))
@@ -103,17 +111,18 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
+        .layer(axum::middleware::from_fn(problem::errors_as_problems))
         .layer(axum::middleware::from_fn(ops::observe_request))
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(PropagateRequestIdLayer::new(request_id::HEADER))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let rid = req
                 .headers()
-                .get("x-request-id")
+                .get(request_id::HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("-");
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
         }).on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid));
+        .layer(map_request(request_id::sanitize));
     (router, spec)
 }
 

@@ -97,6 +97,14 @@ pub enum AuthErrors {
         content_type = "application/problem+json"
     )]
     Forbidden(ProblemDoc),
+    /// 429.
+    #[response(
+        status = 429,
+        description = "too many failed authentications from this address; the key is not \
+                       checked until `Retry-After` seconds have passed",
+        content_type = "application/problem+json"
+    )]
+    TooManyFailures(ProblemDoc),
 }
 
 /// The body failures every route with a JSON body can answer.
@@ -109,6 +117,13 @@ pub enum BodyErrors {
         content_type = "application/problem+json"
     )]
     Malformed(ProblemDoc),
+    /// 408.
+    #[response(
+        status = 408,
+        description = "the body did not arrive within the body timeout (the connection closes)",
+        content_type = "application/problem+json"
+    )]
+    Timeout(ProblemDoc),
     /// 413.
     #[response(
         status = 413,
@@ -407,16 +422,28 @@ fn mcp_operation() -> utoipa::openapi::path::Operation {
                 .content("application/json", json_rpc())
                 .build(),
         )
+        .response("401", problem("missing, malformed or revoked key"))
         .response(
-            "401",
-            ResponseBuilder::new()
-                .description("missing, malformed or revoked key")
-                .content(
-                    "application/problem+json",
-                    ContentBuilder::new()
-                        .schema(Some(utoipa::openapi::Ref::from_schema_name("ProblemDoc")))
-                        .build(),
-                )
+            "406",
+            problem("`Accept` must allow application/json and text/event-stream"),
+        )
+        .response("415", problem("the body must be application/json"))
+        .response(
+            "429",
+            problem("too many failed authentications from this address (`Retry-After`)"),
+        )
+        .build()
+}
+
+/// A problem+json response with `description`.
+fn problem(description: &str) -> utoipa::openapi::Response {
+    use utoipa::openapi::{ContentBuilder, ResponseBuilder};
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/problem+json",
+            ContentBuilder::new()
+                .schema(Some(utoipa::openapi::Ref::from_schema_name("ProblemDoc")))
                 .build(),
         )
         .build()

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use serde_json::Value;
 
-use super::problem::PROBLEM_JSON;
+use super::problem::is_problem;
 use super::AppState;
 use crate::error::{ErrorCode, Problem};
 
@@ -129,7 +129,7 @@ pub async fn observe_request(req: Request, next: Next) -> Response {
     let method = req.method().as_str().to_string();
     let request_id = req
         .headers()
-        .get("x-request-id")
+        .get(super::request_id::HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let resp = next.run(req).await;
@@ -138,12 +138,6 @@ pub async fn observe_request(req: Request, next: Next) -> Response {
         Some(rid) if is_problem(&resp) => stamp_problem(resp, &rid).await,
         _ => resp,
     }
-}
-
-fn is_problem(resp: &Response) -> bool {
-    resp.headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes())
 }
 
 async fn stamp_problem(resp: Response, request_id: &str) -> Response {

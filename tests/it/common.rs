@@ -13,6 +13,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+use episodic::api::auth_limit::{AuthFailureLimit, AuthLimiter};
 use episodic::api::{router, AppState};
 use episodic::auth::KeyStore;
 use episodic::embed::{EmbedError, Embedder, FastEmbedder};
@@ -105,6 +106,7 @@ impl App {
             engine: slot,
             keys: Arc::new(keys),
             body_limit: episodic::api::DEFAULT_BODY_LIMIT,
+            auth_limit: Arc::new(AuthLimiter::new(AuthFailureLimit::default())),
         };
         App {
             dir,

@@ -30,6 +30,9 @@ fn generated_admin_app(dir: &Path) -> (Router, Option<String>) {
         engine: Arc::new(OnceLock::new()),
         keys: Arc::new(keys),
         body_limit: episodic::api::DEFAULT_BODY_LIMIT,
+        auth_limit: Arc::new(episodic::api::auth_limit::AuthLimiter::new(
+            episodic::api::auth_limit::AuthFailureLimit::default(),
+        )),
     };
     (router(state), admin)
 }
