@@ -5,7 +5,8 @@
 //! the environment variables it names that are not already set, so the same precedence holds
 //! and every setting has exactly one name in each layer (`data_dir` ↔ `EPISODIC_DATA_DIR` ↔
 //! `--data-dir`). Unknown keys in the file are an error. Values are checked once here, so
-//! modules receive only valid settings. Secrets (`admin_key`, `api_key`) are never printed.
+//! modules receive only valid settings. Secrets (`admin_key`, `api_key`, `metrics_token`) are never
+//! printed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -322,7 +323,7 @@ impl ServeArgs {
 }
 
 /// Keys a config file may set that are not `serve` flags: secrets read from the environment.
-const SECRET_KEYS: [&str; 2] = ["admin_key", "api_key"];
+const SECRET_KEYS: [&str; 3] = ["admin_key", "api_key", "metrics_token"];
 
 /// The environment variable a config-file key stands for.
 fn env_name(key: &str) -> String {

@@ -198,7 +198,13 @@ fn open_keys(args: &ServeArgs) -> anyhow::Result<KeyStore> {
     let admin_env = std::env::var("EPISODIC_ADMIN_KEY")
         .ok()
         .filter(|k| !k.is_empty());
-    let (keys, written) = KeyStore::open(&args.data_dir, admin_env.as_deref())?;
+    let (mut keys, written) = KeyStore::open(&args.data_dir, admin_env.as_deref())?;
+    if let Some(token) = std::env::var("EPISODIC_METRICS_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        keys.set_metrics_token(&token)?;
+    }
     if let Some(path) = written {
         tracing::info!(path = %path.display(), "generated the admin key (shown once, in this file)");
     }

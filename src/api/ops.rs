@@ -17,8 +17,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use serde_json::Value;
 
+use super::extract::Auth;
 use super::problem::is_problem;
 use super::AppState;
+use crate::auth::roles;
 use crate::error::{ErrorCode, Problem};
 
 const DOCS_HTML: &str = include_str!("assets/docs.html");
@@ -91,11 +93,22 @@ pub async fn docs_asset(Path(asset): Path<String>) -> Response {
     get,
     path = "/metrics",
     tag = "ops",
-    summary = "Metrics in the Prometheus text format",
-    security(()),
-    responses((status = 200, description = "metrics", content_type = "text/plain", body = String))
+    summary = "Metrics in the Prometheus text format (admin key or EPISODIC_METRICS_TOKEN)",
+    responses(
+        (status = 200, description = "metrics", content_type = "text/plain", body = String),
+        super::openapi::AuthErrors
+    )
 )]
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics(State(state): State<AppState>, Auth(principal): Auth) -> Response {
+    // Counts and sizes of the whole store: for the admin or the metrics token only.
+    if !principal.has_role(roles::ADMIN) && !principal.has_role(roles::METRICS) {
+        return Problem::new(
+            ErrorCode::Forbidden,
+            "metrics need the admin key or EPISODIC_METRICS_TOKEN",
+        )
+        .with_extra("missingRole", Value::String(roles::METRICS.to_string()))
+        .into_response();
+    }
     let engine = state.engine.get().cloned();
     let text = tokio::task::spawn_blocking(move || crate::telemetry::render(engine.as_ref()))
         .await

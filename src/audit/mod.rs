@@ -23,7 +23,8 @@ pub use trail::AuditTrail;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
-    /// Position in the trail (assigned when appended).
+    /// Position in its tenant's trail, assigned when appended (1, 2, ... per tenant; entries
+    /// written by older versions hold a store-wide number, which also grows).
     #[serde(default)]
     pub seq: u64,
     /// When.
@@ -53,6 +54,9 @@ pub struct AuditEntry {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditStamp<'a> {
+    /// Position in its tenant's trail.
+    #[serde(default)]
+    pub seq: u64,
     /// When.
     pub at: Timestamp,
     /// Tenant (borrowed from the record unless it holds escapes).

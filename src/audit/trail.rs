@@ -1,4 +1,5 @@
-//! Queries over the durable audit log, with memory bounded independently of its length.
+//! Queries over the durable audit log, with memory bounded independently of its length, and
+//! the one way entries are appended to it ([`AuditTrail::append`]).
 //!
 //! The audit log file (`audit/audit.log`, the framed format of [`crate::store::log`]) is the
 //! only copy of the trail. Memory holds a sparse index over it: the log is cut into blocks
@@ -30,7 +31,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::RwLock;
 
 use super::{AuditEntry, AuditQuery};
-use crate::store::log::{LogRecord, MAGIC, MAX_PAYLOAD};
+use crate::store::log::{Log, LogError, LogRecord, MAGIC, MAX_PAYLOAD};
 
 /// Records per index block. Larger blocks mean less memory and coarser pruning.
 pub const BLOCK_ENTRIES: u32 = 1024;
@@ -41,8 +42,11 @@ pub const FRAME_HEADER_LEN: u64 = 16;
 /// Where one durable record sits, and what the index needs to know about it.
 #[derive(Debug, Clone)]
 pub struct Placed<'a> {
-    /// Its sequence number.
+    /// Its frame's sequence number in the audit log (global, never shown).
     pub seq: u64,
+    /// Its entry's `seq`: the tenant's own sequence (entries of older versions hold the
+    /// global one, which also grows along the tenant's entries).
+    pub tenant_seq: u64,
     /// Byte offset of its frame.
     pub offset: u64,
     /// Payload length.
@@ -54,21 +58,24 @@ pub struct Placed<'a> {
 }
 
 /// Where each entry of a batch landed, given the payloads were appended back to back from
-/// byte `start`.
+/// byte `start` as frames `seqs`.
 pub fn placements<'a>(
     entries: &'a [AuditEntry],
     payloads: &[Vec<u8>],
+    seqs: &[u64],
     start: u64,
 ) -> Vec<Placed<'a>> {
     let mut offset = start;
     entries
         .iter()
         .zip(payloads)
-        .map(|(e, p)| {
+        .zip(seqs)
+        .map(|((e, p), seq)| {
             let here = offset;
             offset += FRAME_HEADER_LEN + p.len() as u64;
             Placed {
-                seq: e.seq,
+                seq: *seq,
+                tenant_seq: e.seq,
                 offset: here,
                 payload_len: p.len() as u64,
                 tenant: &e.tenant_id,
@@ -89,14 +96,16 @@ struct Block {
     count: u32,
     min_at_ms: i64,
     max_at_ms: i64,
-    /// Interned tenant ids present, sorted.
-    tenants: Vec<u32>,
+    /// Interned tenant ids present, sorted, each with its last entry `seq` in the block.
+    tenants: Vec<(u32, u64)>,
 }
 
 impl Block {
     fn may_match(&self, tenant: u32, q: &AuditQuery) -> bool {
-        self.tenants.binary_search(&tenant).is_ok()
-            && q.after_seq.is_none_or(|s| self.last_seq > s)
+        let Ok(i) = self.tenants.binary_search_by_key(&tenant, |(t, _)| *t) else {
+            return false;
+        };
+        q.after_seq.is_none_or(|s| self.tenants[i].1 > s)
             && q.from.is_none_or(|f| self.max_at_ms >= f.unix_millis())
             && q.to.is_none_or(|t| self.min_at_ms <= t.unix_millis())
     }
@@ -106,6 +115,8 @@ impl Block {
 struct Index {
     blocks: Vec<Block>,
     tenant_ids: HashMap<String, u32>,
+    /// Each tenant's last entry `seq`.
+    last_tenant_seq: HashMap<u32, u64>,
 }
 
 impl Index {
@@ -120,6 +131,8 @@ impl Index {
 
     fn add(&mut self, p: &Placed<'_>) {
         let tenant = self.intern(p.tenant);
+        let last = self.last_tenant_seq.entry(tenant).or_default();
+        *last = (*last).max(p.tenant_seq);
         let end = p.offset + FRAME_HEADER_LEN + p.payload_len;
         let open = self
             .blocks
@@ -132,8 +145,9 @@ impl Index {
                 b.count += 1;
                 b.min_at_ms = b.min_at_ms.min(p.at_ms);
                 b.max_at_ms = b.max_at_ms.max(p.at_ms);
-                if let Err(i) = b.tenants.binary_search(&tenant) {
-                    b.tenants.insert(i, tenant);
+                match b.tenants.binary_search_by_key(&tenant, |(t, _)| *t) {
+                    Ok(i) => b.tenants[i].1 = b.tenants[i].1.max(p.tenant_seq),
+                    Err(i) => b.tenants.insert(i, (tenant, p.tenant_seq)),
                 }
             }
             None => self.blocks.push(Block {
@@ -144,7 +158,7 @@ impl Index {
                 count: 1,
                 min_at_ms: p.at_ms,
                 max_at_ms: p.at_ms,
-                tenants: vec![tenant],
+                tenants: vec![(tenant, p.tenant_seq)],
             }),
         }
     }
@@ -184,6 +198,38 @@ impl AuditTrail {
         }
     }
 
+    /// Appends `entries` durably and indexes them. Each entry's `seq` becomes its tenant's
+    /// next sequence number (one tenant never learns how many entries others have); the
+    /// log frame keeps a global sequence of its own. On failure nothing is indexed and the
+    /// entries may be appended again (they get the same numbers).
+    pub fn append(&self, log: &mut Log, entries: &mut [AuditEntry]) -> Result<(), LogError> {
+        {
+            let index = self.index.read();
+            let mut next: HashMap<&str, u64> = HashMap::new();
+            for e in entries.iter_mut() {
+                let n = next.entry(&e.tenant_id).or_insert_with(|| {
+                    index
+                        .tenant_ids
+                        .get(&e.tenant_id)
+                        .and_then(|t| index.last_tenant_seq.get(t))
+                        .copied()
+                        .unwrap_or(0)
+                });
+                *n += 1;
+                e.seq = *n;
+            }
+        }
+        let payloads: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|e| serde_json::to_vec(e).unwrap_or_default())
+            .collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        let start = log.len_bytes();
+        let seqs = log.append_batch(&refs)?;
+        self.indexed(&placements(entries, &payloads, &seqs, start));
+        Ok(())
+    }
+
     /// Index blocks held (for tests and the memory bound).
     pub fn blocks(&self) -> usize {
         self.index.read().blocks.len()
@@ -209,10 +255,8 @@ impl AuditTrail {
             let Some(&tenant_id) = index.tenant_ids.get(tenant) else {
                 return Ok(Vec::new());
             };
-            let from = q
-                .after_seq
-                .map_or(0, |s| index.blocks.partition_point(|b| b.last_seq <= s));
-            index.blocks[from..]
+            index
+                .blocks
                 .iter()
                 .filter(|b| b.may_match(tenant_id, q))
                 .cloned()
@@ -233,18 +277,14 @@ impl AuditTrail {
                 if expected == 0 && seq != block.first_seq {
                     return Err(corrupt(&self.path, block.start, "unexpected sequence"));
                 }
-                if q.after_seq.is_some_and(|s| seq <= s) {
-                    continue;
-                }
                 if prefilter
                     .as_ref()
                     .is_some_and(|n| !contains(&payload, n.as_bytes()))
                 {
                     continue;
                 }
-                let mut entry: AuditEntry = serde_json::from_slice(&payload)
+                let entry: AuditEntry = serde_json::from_slice(&payload)
                     .map_err(|e| corrupt(&self.path, block.start, &e.to_string()))?;
-                entry.seq = seq;
                 if entry.tenant_id != tenant || !q.matches(&entry) {
                     continue;
                 }
@@ -305,23 +345,11 @@ fn corrupt(path: &Path, block: u64, why: &str) -> io::Error {
 mod tests {
     use super::*;
     use crate::model::Timestamp;
-    use crate::store::log::Log;
     use serde_json::Value;
 
     /// Appends entries like the writer does and indexes them.
     fn append(log: &mut Log, trail: &AuditTrail, entries: &mut [AuditEntry]) {
-        let first = log.next_seq();
-        for (i, e) in entries.iter_mut().enumerate() {
-            e.seq = first + i as u64;
-        }
-        let payloads: Vec<Vec<u8>> = entries
-            .iter()
-            .map(|e| serde_json::to_vec(e).expect("json"))
-            .collect();
-        let start = log.len_bytes();
-        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-        log.append_batch(&refs).expect("append");
-        trail.indexed(&placements(entries, &payloads, start));
+        trail.append(log, entries).expect("append");
     }
 
     fn entry(i: usize) -> AuditEntry {
@@ -363,7 +391,7 @@ mod tests {
             AuditQuery {
                 limit: 3,
                 action: Some("get".into()),
-                after_seq: Some(1500),
+                after_seq: Some(500),
                 ..AuditQuery::default()
             },
             AuditQuery {

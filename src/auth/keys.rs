@@ -58,6 +58,16 @@ pub enum KeyStoreError {
         #[source]
         reason: WeakKey,
     },
+    /// `EPISODIC_METRICS_TOKEN` is weaker than the admin key's rule.
+    #[error(
+        "EPISODIC_METRICS_TOKEN is too weak: {reason}; the rule: {}",
+        strength::RULE
+    )]
+    WeakMetricsToken {
+        /// What failed (never the token).
+        #[source]
+        reason: WeakKey,
+    },
 }
 
 /// What [`KeyStore::revoke`] did.
@@ -117,6 +127,8 @@ pub struct KeyStore {
     path: PathBuf,
     records: RwLock<HashMap<String, KeyRecord>>,
     env_admin_digest: Option<[u8; 32]>,
+    /// Digest of `EPISODIC_METRICS_TOKEN`: a principal with only the `metrics` role.
+    metrics_digest: Option<[u8; 32]>,
 }
 
 fn digest(key: &str) -> [u8; 32] {
@@ -160,6 +172,7 @@ impl KeyStore {
             path,
             records: RwLock::new(records),
             env_admin_digest: admin_key.map(digest),
+            metrics_digest: None,
         };
         let written = match admin_key {
             Some(_) => None,
@@ -190,11 +203,33 @@ impl KeyStore {
         Ok(Some(key_path))
     }
 
+    /// Lets `token` (from `EPISODIC_METRICS_TOKEN`) read `/metrics` and nothing else. It must
+    /// pass the admin key's strength rule.
+    pub fn set_metrics_token(&mut self, token: &str) -> Result<(), KeyStoreError> {
+        strength::check_admin_key(token)
+            .map_err(|reason| KeyStoreError::WeakMetricsToken { reason })?;
+        self.metrics_digest = Some(digest(token));
+        Ok(())
+    }
+
     /// Resolves a bearer key to a principal, or 401.
     pub fn authenticate(&self, key: &str) -> Result<Principal, Problem> {
         let presented = digest(key);
         if let Some(p) = self.match_record(key, &presented) {
             return Ok(p);
+        }
+        if let Some(token) = &self.metrics_digest {
+            if bool::from(token.ct_eq(&presented)) {
+                return Ok(Principal::from_parts(
+                    "metrics".to_string(),
+                    None,
+                    vec![roles::METRICS.to_string()],
+                    Limits {
+                        actor_ids: Some(Vec::new()),
+                        max_privacy_class: crate::model::PrivacyClass::Public,
+                    },
+                ));
+            }
         }
         if let Some(env) = &self.env_admin_digest {
             if bool::from(env.ct_eq(&presented)) {
@@ -373,6 +408,20 @@ mod tests {
         assert!(store.authenticate(&admin).is_ok());
         let on_disk = std::fs::read_to_string(dir.path().join("keys.json")).expect("keys");
         assert!(!on_disk.contains(&admin));
+    }
+
+    #[test]
+    fn the_metrics_token_reads_metrics_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (mut store, _) = KeyStore::open(dir.path(), None).expect("open");
+        assert!(store.set_metrics_token("short").is_err());
+        let token = "metrics-Qx7Lm2Vb9Pw4Zt8Rk3Nc6Hd1Jy5";
+        store.set_metrics_token(token).expect("strong token");
+        let p = store.authenticate(token).expect("metrics principal");
+        assert!(p.has_role(roles::METRICS));
+        assert!(!p.has_role(roles::ADMIN));
+        assert!(p.tenant().is_none(), "no tenant: no event route accepts it");
+        assert!(p.grant(roles::READER).is_err());
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub mod roles {
     pub const ADMIN: &str = "admin";
     /// The seed's default approver role.
     pub const MEMORY_REVIEWER: &str = "memory_reviewer";
+    /// May read `/metrics` (the `EPISODIC_METRICS_TOKEN` principal; admin keys may too).
+    pub const METRICS: &str = "metrics";
 }
 
 /// An authenticated caller.

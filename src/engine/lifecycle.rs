@@ -16,7 +16,6 @@ use serde_json::json;
 
 use super::writer::Writer;
 use super::{apply_delete, Lookup, Seen, Slot, Visible};
-use crate::audit::trail::{placements, FRAME_HEADER_LEN};
 use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
 use crate::index::vector::{HnswIndex, VectorStore};
@@ -288,35 +287,15 @@ impl Writer {
         }
     }
 
-    /// Appends pending audit entries durably.
+    /// Appends pending audit entries durably; on failure they stay pending for the next try.
     pub(super) fn flush_audit(&mut self) {
         if self.pending_audit.is_empty() {
             return;
         }
         let mut entries = std::mem::take(&mut self.pending_audit);
-        let first = self.audit_log.next_seq();
-        for (i, e) in entries.iter_mut().enumerate() {
-            e.seq = first + i as u64;
-        }
-        let payloads: Vec<Vec<u8>> = entries
-            .iter()
-            .map(|e| serde_json::to_vec(e).unwrap_or_default())
-            .collect();
-        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-        let start = self.audit_log.len_bytes();
-        match self.audit_log.append_batch(&refs) {
-            Ok(_) => {
-                // Frames were written back to back from the old end of the file.
-                let placed = placements(&entries, &payloads, start);
-                debug_assert!(placed.last().is_none_or(|p| {
-                    p.offset + FRAME_HEADER_LEN + p.payload_len == self.audit_log.len_bytes()
-                }));
-                self.shared.audit.indexed(&placed);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "audit append failed; entries kept for retry");
-                self.pending_audit = entries;
-            }
+        if let Err(e) = self.shared.audit.append(&mut self.audit_log, &mut entries) {
+            tracing::error!(error = %e, "audit append failed; entries kept for retry");
+            self.pending_audit = entries;
         }
     }
 

@@ -143,7 +143,7 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
 }
 
 /// What start-up needs to know of the audit trail besides its index.
-struct TrailFacts {
+pub(super) struct TrailFacts {
     /// Records in the trail.
     entries: u64,
     /// The highest event-log sequence an entry audits.
@@ -152,7 +152,7 @@ struct TrailFacts {
 
 /// Opens the audit log and indexes it; every record must decode, as before. The entries
 /// themselves are not kept: queries read them back from the file.
-fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail, TrailFacts)> {
+pub(super) fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail, TrailFacts)> {
     let (log, recovery) = Log::open(&paths.audit)
         .with_context(|| format!("opening audit log {}", paths.audit.display()))?;
     if recovery.truncated_bytes > 0 {
@@ -176,6 +176,7 @@ fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail, TrailFacts)> {
         }
         trail.indexed(&[Placed {
             seq: rec.seq,
+            tenant_seq: entry.seq,
             offset,
             payload_len: rec.payload.len() as u64,
             tenant: &entry.tenant_id,

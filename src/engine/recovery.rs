@@ -28,12 +28,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{logged, EngineConfig, Paths, ALL_TENANTS};
-use crate::audit::trail::{placements, AuditTrail};
+use crate::audit::trail::AuditTrail;
 use crate::audit::{AuditEntry, Keyed};
 use crate::index::scope::{CommitMark, ScopeIndex};
 use crate::index::vector::HnswIndex;
 use crate::model::Timestamp;
-use crate::store::log::{Log, LogRecord};
+use crate::store::log::{read_records, Log, LogRecord};
 use crate::store::record::{decode, encode, DeleteReason, DeleteRecord, Record, TombstoneRecord};
 
 /// A record that says how far a log reached: what it is, and the sequence it names.
@@ -164,24 +164,9 @@ pub(super) fn append_audit(
     trail: &AuditTrail,
     mut entries: Vec<AuditEntry>,
 ) -> anyhow::Result<()> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let first = audit_log.next_seq();
-    for (i, e) in entries.iter_mut().enumerate() {
-        e.seq = first + i as u64;
-    }
-    let payloads: Vec<Vec<u8>> = entries
-        .iter()
-        .map(serde_json::to_vec)
-        .collect::<Result<_, _>>()?;
-    let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-    let start = audit_log.len_bytes();
-    audit_log
-        .append_batch(&refs)
-        .with_context(|| format!("appending to {}", audit_log.path().display()))?;
-    trail.indexed(&placements(&entries, &payloads, start));
-    Ok(())
+    trail
+        .append(audit_log, &mut entries)
+        .with_context(|| format!("appending to {}", audit_log.path().display()))
 }
 
 /// What [`recover`] found, and did.
@@ -281,17 +266,20 @@ struct TrailImage {
 }
 
 impl TrailImage {
-    fn read(path: &Path) -> anyhow::Result<(Log, TrailImage)> {
-        let mut image = TrailImage::default();
-        let (log, found) = Log::open_with(path, |rec: LogRecord| {
+    /// Reads the trail (the audit log already opened and indexed by `open_audit`, so its
+    /// torn tail is gone and `last_seq` is known).
+    fn read(path: &Path, last_seq: Option<u64>) -> anyhow::Result<TrailImage> {
+        let mut image = TrailImage {
+            last_seq,
+            ..TrailImage::default()
+        };
+        for rec in read_records(path).with_context(|| format!("reading {}", path.display()))? {
+            let rec = rec.with_context(|| format!("reading {}", path.display()))?;
             let entry: AuditEntry = serde_json::from_slice(&rec.payload)
                 .with_context(|| format!("audit record seq {}", rec.seq))?;
             image.see(&entry);
-            Ok::<(), anyhow::Error>(())
-        })
-        .with_context(|| format!("reading {}", path.display()))?;
-        image.last_seq = found.last_seq;
-        Ok((log, image))
+        }
+        Ok(image)
     }
 
     fn see(&mut self, e: &AuditEntry) {
@@ -327,7 +315,9 @@ pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<Recov
     let paths = Paths::new(&config.data_dir);
     let _lock = super::open::lock_data_dir(&config.data_dir)?;
     let (mut log, image) = LogImage::read(&paths.log)?;
-    let (mut audit_log, trail) = TrailImage::read(&paths.audit)?;
+    let (mut audit_log, index, _) = super::open::open_audit(&paths)?;
+    let held = audit_log.next_seq().checked_sub(1).filter(|s| *s > 0);
+    let trail = TrailImage::read(&paths.audit, held)?;
     let mark = match ScopeIndex::open(&paths.scope) {
         Ok((index, _)) => index.commit_mark().ok().flatten(),
         Err(_) => None,
@@ -354,7 +344,13 @@ pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<Recov
     if !accept_loss || report.nothing_lost {
         return Ok(report);
     }
-    apply(&paths, &mut log, &mut audit_log, records, &mut report)?;
+    apply(
+        &paths,
+        &mut log,
+        (&mut audit_log, &index),
+        records,
+        &mut report,
+    )?;
     report.applied = true;
     Ok(report)
 }
@@ -422,7 +418,7 @@ const RECOVERY_KEY: &str = "recovery";
 fn apply(
     paths: &Paths,
     log: &mut Log,
-    audit_log: &mut Log,
+    (audit_log, trail): (&mut Log, &AuditTrail),
     mut records: Vec<Record>,
     report: &mut RecoveryReport,
 ) -> anyhow::Result<()> {
@@ -471,8 +467,7 @@ fn apply(
         detail,
     ));
     audit_log.advance_to(report.audit_expected + 1);
-    let trail = AuditTrail::new(&paths.audit);
-    append_audit(audit_log, &trail, entries)?;
+    append_audit(audit_log, trail, entries)?;
     for dir in [&paths.scope, &paths.hnsw] {
         remove_derived(dir)?;
     }

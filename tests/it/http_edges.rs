@@ -284,7 +284,10 @@ fn closed_by_server(stream: &mut TcpStream) -> bool {
 fn metrics(addr: SocketAddr) -> String {
     let resp = exchange(
         addr,
-        "GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        &format!(
+            "GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN_KEY}\r\n\
+             Connection: close\r\n\r\n"
+        ),
     );
     String::from_utf8_lossy(&resp.body).into_owned()
 }

@@ -736,3 +736,46 @@ async fn stale_similarity_gate_keeps_unrelated_events_of_a_subject() {
     assert!(ids.contains(&newer) && ids.contains(&same), "{ids:?}");
     assert!(!ids.contains(&older), "{ids:?}");
 }
+
+/// A tenant's audit entries are numbered 1, 2, ... whatever other tenants do: the numbers
+/// tell nothing of another tenant's activity, and the cursor still pages through them.
+#[tokio::test]
+async fn audit_numbers_are_per_tenant() {
+    let app = App::new();
+    let a = app.key("acme").await;
+    let b = app.key("globex").await;
+    for i in 0..4 {
+        app.write_ok(&a, event("u", &format!("acme note {i}"), T))
+            .await;
+        for j in 0..3 {
+            app.write_ok(&b, event("u", &format!("globex note {i}.{j}"), T))
+                .await;
+        }
+    }
+    let seqs = |page: &Value| -> Vec<u64> {
+        page["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["seq"].as_u64().expect("seq"))
+            .collect()
+    };
+    let (_, first) = app
+        .call("GET", "/v1/audit?action=write&limit=2", Some(&a), None)
+        .await;
+    assert_eq!(seqs(&first), [1, 2]);
+    let cursor = first["nextCursor"].as_str().expect("cursor");
+    let (_, rest) = app
+        .call(
+            "GET",
+            &format!("/v1/audit?action=write&limit=10&cursor={cursor}"),
+            Some(&a),
+            None,
+        )
+        .await;
+    assert_eq!(seqs(&rest), [3, 4]);
+    let (_, other) = app
+        .call("GET", "/v1/audit?action=write&limit=100", Some(&b), None)
+        .await;
+    assert_eq!(seqs(&other), (1..=12).collect::<Vec<u64>>());
+}

@@ -7,7 +7,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use crate::common::{event, App};
+use crate::common::{event, App, ADMIN};
 
 /// Every route the server answers, as `METHOD path-template`. Adding a route means adding
 /// it here and to the spec (the test fails until both agree).
@@ -217,7 +217,15 @@ async fn metrics_report_requests_stages_decisions_and_sizes() {
     )
     .await;
     app.recall(&key, json!({"query": "seat preference"})).await;
-    let req = Request::get("/metrics").body(Body::empty()).expect("req");
+    // Store-wide counts and sizes: not for anyone without the admin key or the token.
+    let (status, _) = app.call("GET", "/metrics", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = app.call("GET", "/metrics", Some(&key), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let req = Request::get("/metrics")
+        .header("authorization", format!("Bearer {ADMIN}"))
+        .body(Body::empty())
+        .expect("req");
     let (status, ct, _, bytes) = raw(&app, req).await;
     assert_eq!(status, StatusCode::OK);
     assert!(ct.starts_with("text/plain"));

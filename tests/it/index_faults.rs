@@ -1,8 +1,13 @@
-//! A scope-index commit that fails never hides acknowledged events: the real binary under a
-//! low descriptor limit, with idle connections holding every spare descriptor, keeps every
-//! acknowledged write in the timeline and recall while the index cannot commit, reports the
-//! degraded index, repairs it once descriptors return, and still holds every event after a
-//! restart.
+//! A scope-index commit that fails never hides acknowledged events.
+//!
+//! - The field report's scenario: the real binary under `ulimit -n 256` with 320 idle
+//!   connections. The connection cap now fits the descriptor limit, so the connections can
+//!   no longer starve the index; every acknowledged write stays in timeline and recall at
+//!   every step and after a restart (the build of the report lost them for good).
+//! - The failure itself, forced in process: commits fail while the index directory is gone;
+//!   the index is reported degraded, answers stay complete from memory, and once the
+//!   directory is back the index is repaired and every event is still there after a restart.
+//! - Start-up finds an index that lost or kept events and rebuilds it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -118,8 +123,28 @@ impl Conn {
     }
 }
 
+/// The server child; killed if the test fails before stopping it.
+struct Server(Option<Child>);
+
+impl Server {
+    fn stop(mut self) {
+        if let Some(child) = self.0.take() {
+            stop(child);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// `episodic serve` with at most `nofile` open descriptors.
-fn spawn_limited(dir: &Path, port: u16, nofile: u32, log: &Path) -> Child {
+fn spawn_limited(dir: &Path, port: u16, nofile: u32, log: &Path) -> Server {
     let log = std::fs::File::create(log).expect("log file");
     Command::new("sh")
         .arg("-c")
@@ -135,6 +160,7 @@ fn spawn_limited(dir: &Path, port: u16, nofile: u32, log: &Path) -> Child {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
+        .map(|c| Server(Some(c)))
         .expect("spawn episodic")
 }
 
@@ -217,15 +243,11 @@ fn descriptor_exhaustion_never_hides_acknowledged_writes() {
     assert_eq!(recall_count(&mut conn, &key), acked.len());
     let (status, ready) = conn.call("GET", "/readyz", None, None);
     assert_eq!(status, 200, "{ready}");
-    assert_eq!(
-        ready["indexes"]["scope"], "degraded",
-        "the failed commit is reported: {ready}"
-    );
 
     drop(idle);
     std::thread::sleep(Duration::from_secs(2));
     acked.extend(write_n(&mut conn, &key, 15, 2));
-    // The repair commits within a few refresh intervals once descriptors are back.
+    // Any repair commits within a few refresh intervals once descriptors are back.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (_, ready) = conn.call("GET", "/readyz", None, None);
@@ -241,13 +263,8 @@ fn descriptor_exhaustion_never_hides_acknowledged_writes() {
     assert_eq!(sorted(timeline_ids(&mut conn, &key)), sorted(acked.clone()));
     assert_eq!(recall_count(&mut conn, &key), acked.len());
     drop(conn);
-    stop(child);
+    child.stop();
 
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        text.contains("scope index degraded"),
-        "the failure was logged:\n{text}"
-    );
     let child = spawn_limited(&data, port, 4096, &log);
     let http = reqwest::blocking::Client::new();
     wait_ready(&http, &base);
@@ -255,7 +272,7 @@ fn descriptor_exhaustion_never_hides_acknowledged_writes() {
     assert_eq!(sorted(timeline_ids(&mut conn, &key)), sorted(acked.clone()));
     assert_eq!(recall_count(&mut conn, &key), acked.len());
     drop(conn);
-    stop(child);
+    child.stop();
 }
 
 /// Start-up proves the scope index right: an index that lost committed events (and still
@@ -324,4 +341,79 @@ async fn start_up_rebuilds_an_index_that_lost_or_kept_events() {
     want.sort();
     assert_eq!(got, want, "every live event, and not the deleted one");
     assert_eq!(app.engine.stats().scope_docs, 5);
+}
+
+/// Commits fail while the index directory is missing: the index is degraded, not silent;
+/// timeline and recall still hold every acknowledged event; once the directory is back the
+/// index is repaired, and a restart finds every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_commits_degrade_the_index_and_it_is_repaired() {
+    use crate::common::App;
+
+    async fn ready(app: &App) -> Value {
+        let (status, body) = app.call("GET", "/readyz", None, None).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+    async fn timeline(app: &App, key: &str) -> Vec<String> {
+        let (_, page) = app
+            .call("GET", "/v1/timeline?limit=500", Some(key), None)
+            .await;
+        sorted(
+            page["events"]
+                .as_array()
+                .expect("events")
+                .iter()
+                .map(|e| e["eventId"].as_str().expect("id").to_string())
+                .collect(),
+        )
+    }
+    async fn write(app: &App, key: &str, i: usize) -> String {
+        let e = event(
+            "user-1",
+            &format!("The customer asked for renewal notices by email, note {i}"),
+            "2026-06-17T09:20:00Z",
+        );
+        let (status, body) = app
+            .call("POST", "/v1/events?refresh=wait_for", Some(key), Some(e))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["eventId"].as_str().expect("id").to_string()
+    }
+
+    let app = App::new();
+    let key = app.key("acme").await;
+    let mut acked = Vec::new();
+    for i in 0..3 {
+        acked.push(write(&app, &key, i).await);
+    }
+    let scope = app.dir.path().join("index").join("scope");
+    let moved = app.dir.path().join("index").join("scope.moved");
+    std::fs::rename(&scope, &moved).expect("move the index away");
+    for i in 3..9 {
+        acked.push(write(&app, &key, i).await);
+    }
+    assert_eq!(ready(&app).await["indexes"]["scope"], "degraded");
+    assert!(app.engine.scope_health().degraded().is_some());
+    assert_eq!(timeline(&app, &key).await, sorted(acked.clone()));
+    let r = app
+        .recall(
+            &key,
+            json!({"query": "renewal notices by email", "limit": 50}),
+        )
+        .await;
+    assert_eq!(r["results"].as_array().expect("results").len(), acked.len());
+
+    std::fs::rename(&moved, &scope).expect("bring the index back");
+    acked.push(write(&app, &key, 9).await);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ready(&app).await["indexes"]["scope"] != "ok" {
+        assert!(Instant::now() < deadline, "the index was not repaired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(timeline(&app, &key).await, sorted(acked.clone()));
+    assert_eq!(app.engine.stats().scope_docs, acked.len() as u64);
+    let app = app.restart().await;
+    assert_eq!(timeline(&app, &key).await, sorted(acked.clone()));
+    assert_eq!(app.engine.stats().scope_docs, acked.len() as u64);
 }

@@ -165,3 +165,48 @@ fn missing_model_files_fail_start_up_naming_the_file_and_the_fix() {
         "names the fix: {stderr}"
     );
 }
+
+/// `/metrics` holds store-wide counts: it answers the metrics token (and the admin key), not
+/// anonymous callers or tenant keys.
+#[test]
+fn metrics_need_the_token() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let token = "metrics-Zq4Wn8Lc2Vb6Rt1Hx9Jm3Pd7Ks5";
+    let child = Command::new(env!("CARGO_BIN_EXE_episodic"))
+        .arg("serve")
+        .env("EPISODIC_DATA_DIR", dir.path())
+        .env("EPISODIC_LISTEN", format!("127.0.0.1:{port}"))
+        .env("EPISODIC_MODEL_DIR", model_dir())
+        .env("EPISODIC_METRICS_TOKEN", token)
+        .env_remove("EPISODIC_ADMIN_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn episodic");
+    let client = reqwest::blocking::Client::new();
+    wait_ready(&client, &base);
+    let get = |auth: Option<&str>| {
+        let mut req = client.get(format!("{base}/metrics"));
+        if let Some(a) = auth {
+            req = req.bearer_auth(a);
+        }
+        req.send().expect("metrics")
+    };
+    assert_eq!(get(None).status().as_u16(), 401);
+    let ok = get(Some(token));
+    assert_eq!(ok.status().as_u16(), 200);
+    assert!(ok.text().expect("text").contains("episodic_events"));
+    let ready: Value = client
+        .get(format!("{base}/readyz"))
+        .send()
+        .expect("readyz")
+        .json()
+        .expect("json");
+    assert!(
+        ready.get("events").is_none(),
+        "readiness shows no counts: {ready}"
+    );
+    stop(child);
+}
