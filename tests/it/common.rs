@@ -345,3 +345,31 @@ pub fn recall_request(
         as_of: None,
     }
 }
+
+/// Every item of a paged list route (`/v1/timeline` → `events`, `/v1/audit` → `entries`)
+/// over a real server, following `nextCursor` with pages of `limit`.
+pub fn all_pages(
+    http: &reqwest::blocking::Client,
+    url: &str,
+    key: &str,
+    field: &str,
+    limit: usize,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut req = http
+            .get(url)
+            .bearer_auth(key)
+            .query(&[("limit", limit.to_string())]);
+        if let Some(c) = &cursor {
+            req = req.query(&[("cursor", c.as_str())]);
+        }
+        let page: Value = req.send().expect("page").json().expect("json");
+        out.extend(page[field].as_array().expect("list").iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return out,
+        }
+    }
+}

@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::blocking::Client;
 use serde_json::{json, Value};
 
-use crate::common::model_dir;
+use crate::common::{all_pages, model_dir};
 
 const ADMIN_KEY: &str = "crash-admin-Vb7Lq2Xz9Pw4Km8Rt3Nc6Hd1Jy";
 const WORKERS: usize = 4;
@@ -346,23 +346,7 @@ fn status_of(stored: &Value) -> String {
 }
 
 fn timeline_all(http: &Client, base: &str, key: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut req = http
-            .get(format!("{base}/v1/timeline"))
-            .bearer_auth(key)
-            .query(&[("limit", "500")]);
-        if let Some(c) = &cursor {
-            req = req.query(&[("cursor", c.as_str())]);
-        }
-        let page: Value = req.send().expect("timeline").json().expect("json");
-        out.extend(page["events"].as_array().expect("events").iter().cloned());
-        match page["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return out,
-        }
-    }
+    all_pages(http, &format!("{base}/v1/timeline"), key, "events", 500)
 }
 
 /// Checks the restarted server against the pools, resolving uncertain outcomes.
@@ -574,35 +558,17 @@ fn verify(
 /// `("written", id)` for every write or correction entry and `("deleted", id)` for every
 /// deletion entry of the key's tenant.
 fn audit_all(http: &Client, base: &str, key: &str) -> HashSet<(&'static str, String)> {
-    let mut out = HashSet::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut url = format!("{base}/v1/audit?limit=1000");
-        if let Some(c) = &cursor {
-            url.push_str(&format!("&cursor={c}"));
-        }
-        let page: Value = http
-            .get(url)
-            .bearer_auth(key)
-            .send()
-            .expect("audit")
-            .json()
-            .expect("json");
-        for e in page["entries"].as_array().expect("entries") {
+    all_pages(http, &format!("{base}/v1/audit"), key, "entries", 1000)
+        .iter()
+        .filter_map(|e| {
             let kind = match e["action"].as_str() {
                 Some("write" | "correct") if e["detail"]["replayed"] != true => "written",
                 Some("deleted") => "deleted",
-                _ => continue,
+                _ => return None,
             };
-            if let Some(id) = e["eventIds"][0].as_str() {
-                out.insert((kind, id.to_string()));
-            }
-        }
-        match page["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return out,
-        }
-    }
+            Some((kind, e["eventIds"][0].as_str()?.to_string()))
+        })
+        .collect()
 }
 
 fn check_receipt(http: &Client, base: &str, key: &str, id: &str, bad: &mut Vec<String>) {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::blocking::Client;
 use serde_json::{json, Value};
 
-use crate::common::{event, model_dir};
+use crate::common::{all_pages, event, model_dir};
 
 const ADMIN_KEY: &str = "disk-full-admin-Rt3Nc6Hd1Jy7Vb2Lq9Xz4Pw8Km";
 
@@ -194,32 +194,14 @@ fn sorted(ids: &[String]) -> Vec<String> {
     v
 }
 
-/// Every event id of the key's timeline, following cursors, sorted.
+/// Every event id of the key's timeline, sorted.
 fn timeline_all(http: &Client, base: &str, key: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut url = format!("{base}/v1/timeline?limit=500");
-        if let Some(c) = &cursor {
-            url.push_str(&format!("&cursor={c}"));
-        }
-        let page: Value = http
-            .get(url)
-            .bearer_auth(key)
-            .send()
-            .expect("timeline")
-            .json()
-            .expect("json");
-        for e in page["events"].as_array().expect("events") {
-            ids.push(e["eventId"].as_str().expect("id").to_string());
-        }
-        match page["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => break,
-        }
-    }
-    ids.sort();
-    ids
+    let events = all_pages(http, &format!("{base}/v1/timeline"), key, "events", 500);
+    let ids: Vec<String> = events
+        .iter()
+        .map(|e| e["eventId"].as_str().expect("id").to_string())
+        .collect();
+    sorted(&ids)
 }
 
 /// Waits until `/readyz` reports the scope index in step with the log.
