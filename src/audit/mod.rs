@@ -9,7 +9,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::model::Timestamp;
 
@@ -95,13 +94,6 @@ impl AuditEntry {
     }
 }
 
-/// Plain hex SHA-256 of a text: what trails of older versions hold. New entries hold keyed
-/// hashes ([`Keyed::content_hash`]) instead, which confirm nothing without the data
-/// directory's secret.
-pub fn content_hash(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
 /// A validated audit query.
 #[derive(Debug, Clone, Default)]
 pub struct AuditQuery {
@@ -158,6 +150,5 @@ mod tests {
             ..q
         }
         .matches(&e));
-        assert_eq!(content_hash("x").len(), 64);
     }
 }

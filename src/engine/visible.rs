@@ -46,9 +46,11 @@ pub enum Seen<'a> {
 pub struct Visible<'a> {
     grant: &'a TenantGrant,
     table: &'a Table,
+    keyed: &'a Keyed,
     now: Timestamp,
-    /// The suffix of ids the grant's key chose where they had to be namespaced.
-    alias: String,
+    /// The suffix of ids the grant's key chose where they had to be namespaced (made on
+    /// first use: most views never look an id up by its chosen form).
+    alias: std::cell::OnceCell<String>,
 }
 
 /// Separates a chosen id from its key's tag in a namespaced id; chosen ids may not hold it.
@@ -79,16 +81,21 @@ pub fn stored_id(grant: &TenantGrant, keyed: &Keyed, chosen: &str, class: Privac
 
 impl<'a> Visible<'a> {
     /// The view of `grant` over `table` at `now`.
-    pub fn new(grant: &'a TenantGrant, table: &'a Table, keyed: &Keyed, now: Timestamp) -> Self {
+    pub fn new(grant: &'a TenantGrant, table: &'a Table, keyed: &'a Keyed, now: Timestamp) -> Self {
         Visible {
             grant,
             table,
+            keyed,
             now,
-            alias: format!(
-                "{NAMESPACE_MARK}{}",
-                keyed.key_tag(grant.tenant(), grant.key_id())
-            ),
+            alias: std::cell::OnceCell::new(),
         }
+    }
+
+    fn alias(&self) -> &str {
+        self.alias.get_or_init(|| {
+            let tag = self.keyed.key_tag(self.grant.tenant(), self.grant.key_id());
+            format!("{NAMESPACE_MARK}{tag}")
+        })
     }
 
     /// Whether a live event is visible: in the grant and not expired.
@@ -119,7 +126,7 @@ impl<'a> Visible<'a> {
     pub fn lookup(&self, id: &str) -> Seen<'a> {
         match self.exact(id) {
             Seen::Absent if !id.contains(NAMESPACE_MARK) => {
-                self.exact(&format!("{id}{}", self.alias))
+                self.exact(&format!("{id}{}", self.alias()))
             }
             found => found,
         }

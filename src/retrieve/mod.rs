@@ -44,7 +44,8 @@ pub use words::QueryWords;
 
 use crate::auth::TenantGrant;
 use crate::engine::{
-    EngineConfig, Head, HeadFilter, Lookup, Partitioned, Shared, Table, Visible, NONE, NO_SOURCE,
+    EngineConfig, Entry, Head, HeadFilter, Lookup, Partitioned, Shared, Table, Visible, NONE,
+    NO_SOURCE,
 };
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
@@ -1602,36 +1603,40 @@ pub fn timeline(
     };
     let heads =
         Access::of(shared, grant).map_or_else(Vec::new, |a| visible(shared, &a, &ids, &vis));
-    let mut entries: Vec<StoredEvent> = {
+    let mut entries: Vec<Arc<Entry>> = {
         let table = shared.table.read();
-        let seen = Visible::new(grant, &table, &shared.keyed, vis.now);
         heads
             .iter()
-            .filter_map(|h| table.get(h.doc))
-            .map(|e| seen.present(&e.event))
+            .filter_map(|h| table.get(h.doc).cloned())
             .collect()
     };
-    let key = |e: &StoredEvent| (e.occurred_at.unix_millis(), e.event_id.clone());
-    entries.sort_by_cached_key(key);
+    entries.sort_by(|a, b| {
+        (a.occurred_ms, &a.event.event_id).cmp(&(b.occurred_ms, &b.event.event_id))
+    });
     let start = match &q.cursor {
         Some(c) => entries.partition_point(|e| {
-            (e.occurred_at.unix_millis(), e.event_id.as_str())
-                <= (c.occurred_ms, c.event_id.as_str())
+            (e.occurred_ms, e.event.event_id.as_str()) <= (c.occurred_ms, c.event_id.as_str())
         }),
         None => 0,
     };
-    let mut page: Vec<StoredEvent> = entries.drain(start..).take(q.limit + 1).collect();
+    let page: Vec<&Arc<Entry>> = entries[start..].iter().take(q.limit + 1).collect();
     let next_cursor = (page.len() > q.limit).then(|| {
-        let last = &page[q.limit - 1];
+        let last = page[q.limit - 1];
         Cursor {
-            occurred_ms: last.occurred_at.unix_millis(),
-            event_id: last.event_id.clone(),
+            occurred_ms: last.occurred_ms,
+            event_id: last.event.event_id.clone(),
         }
         .encode()
     });
-    page.truncate(q.limit);
+    // Only the page's events are presented (copied, with the grant's view of supersession).
+    let table = shared.table.read();
+    let seen = Visible::new(grant, &table, &shared.keyed, vis.now);
     Ok(TimelinePage {
-        events: page,
+        events: page
+            .iter()
+            .take(q.limit)
+            .map(|e| seen.present(&e.event))
+            .collect(),
         next_cursor,
     })
 }
