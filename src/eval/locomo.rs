@@ -55,6 +55,8 @@ pub struct Options {
     pub ablation: bool,
     /// Partitioned recall probing this share of the lists (default: exact recall).
     pub partition_probe_share: Option<f64>,
+    /// Where to write every question's rankings (see [`super::write_rankings`]).
+    pub rankings: Option<PathBuf>,
 }
 
 /// Dataset counts of a run.
@@ -374,6 +376,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         .collect();
     let ranked = harness.rank_all(&queries)?;
     let query = secs(t);
+    super::write_rankings(opts.rankings.as_deref(), &queries, &ranked)?;
 
     let golds = convs
         .iter()

@@ -162,6 +162,10 @@ pub struct CommonArgs {
     /// in recall on real embeddings; default: exact recall).
     #[arg(long)]
     pub partition_probe_share: Option<f64>,
+    /// Also write every question's ranked event ids (default ranking, then each arm) here as
+    /// JSON lines, to compare the rankings of two builds.
+    #[arg(long)]
+    pub rankings: Option<PathBuf>,
 }
 
 /// Partitioned recall in an eval: the share of lists probed and the events to wait for.
@@ -224,6 +228,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 model_dir: a.common.model_dir.clone(),
                 ablation: a.common.ablation,
                 partition_probe_share: a.common.partition_probe_share,
+                rankings: a.common.rankings.clone(),
             };
             let report = locomo::evaluate(&opts)?;
             print!("{}", report.table());
@@ -235,6 +240,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 model_dir: a.common.model_dir.clone(),
                 ablation: a.common.ablation,
                 partition_probe_share: a.common.partition_probe_share,
+                rankings: a.common.rankings.clone(),
             };
             let report = madial::evaluate(&opts)?;
             print!("{}", report.table());
@@ -276,6 +282,29 @@ pub struct Ranked {
     pub ranking: Vec<String>,
     /// The same recall under each ablation arm (empty without `--ablation`).
     pub arms: Vec<Vec<String>>,
+}
+
+/// Writes each query's rankings as one JSON line (`tenant`, `query`, `ranking`, `arms`), when
+/// `path` is given.
+pub fn write_rankings(
+    path: Option<&Path>,
+    queries: &[Query],
+    ranked: &[Ranked],
+) -> anyhow::Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut out = String::new();
+    for (q, r) in queries.iter().zip(ranked) {
+        let line = serde_json::json!({
+            "tenant": q.tenant, "query": q.text, "ranking": r.ranking, "arms": r.arms,
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    std::fs::write(path, out)?;
+    Ok(())
 }
 
 /// An ablation arm: a name and the ranking it uses.
