@@ -34,6 +34,7 @@ pub mod model;
 pub mod observe;
 pub mod policy;
 pub mod rank;
+pub mod read;
 pub mod retrieve;
 pub mod store;
 pub mod telemetry;

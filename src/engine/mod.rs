@@ -23,8 +23,6 @@ mod recovery;
 mod replay;
 mod review;
 mod scope_sync;
-mod table;
-mod visible;
 mod writer;
 
 use std::path::PathBuf;
@@ -38,18 +36,14 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+pub use crate::read::SubjectRule;
 pub use export::ExportedEvent;
 pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use observe::Observation;
-pub use partitions::Partitioned;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
 pub use replay::{ReplayReport, Verdict};
 pub use review::ReviewOutcome;
 pub use scope_sync::ScopeHealth;
-pub use table::{
-    Changed, Entry, Head, HeadFilter, Lookup, Slot, SubjectRule, Table, Tombstone, NONE, NO_SOURCE,
-};
-pub use visible::{stored_id, Seen, Visible, NAMESPACE_MARK};
 pub use writer::WriterConfig;
 
 use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
@@ -63,7 +57,12 @@ use crate::model::validate::{validate_event, Limits};
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
 use crate::rank::RankConfig;
-use crate::retrieve::{RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery};
+use crate::read::{
+    Entry, Lookup, Partitioned, Seen, Slot, Snapshot, Table, Tombstone, Visible, NONE,
+};
+use crate::retrieve::{
+    QueryRead, RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery,
+};
 use crate::store::record::{
     DeleteReason, DeleteRecord, PutRecord, RequeueRecord, ReviewRecord, TombstoneRecord,
 };
@@ -183,6 +182,27 @@ pub struct Shared {
     pub keyed: crate::audit::Keyed,
     /// File locations.
     pub paths: Paths,
+}
+
+impl Shared {
+    /// The one view a read takes of everything it consults (see [`crate::read`]'s
+    /// invariants for the order). The table stays read-locked until the snapshot is dropped:
+    /// take it on the CPU pool, after any embedding, and drop it before anything else locks
+    /// the table.
+    pub(crate) fn snapshot(&self) -> Snapshot<'_> {
+        let watermark = self.watermark.load(std::sync::atomic::Ordering::Acquire);
+        let scope = self.scope.view();
+        let table = self.table.read();
+        Snapshot {
+            table,
+            scope,
+            watermark,
+            vectors: self.vectors.load_full(),
+            hnsw: self.hnsw.load_full(),
+            partition: self.partition.load_full(),
+            keyed: &self.keyed,
+        }
+    }
 }
 
 /// Counters exposed for tests and metrics.
@@ -436,17 +456,17 @@ impl Engine {
             ));
         }
         if let Some(chosen) = input.event_id.take() {
-            if !grant.is_internal() && chosen.contains(visible::NAMESPACE_MARK) {
+            if !grant.is_internal() && chosen.contains(crate::read::NAMESPACE_MARK) {
                 return Err(Problem::validation(vec![crate::error::FieldError::new(
                     "eventId",
                     format!(
                         "must not contain `{}` (it marks ids namespaced by key)",
-                        visible::NAMESPACE_MARK
+                        crate::read::NAMESPACE_MARK
                     ),
                 )]));
             }
             let class = input.privacy_class;
-            input.event_id = Some(visible::stored_id(
+            input.event_id = Some(crate::read::stored_id(
                 grant,
                 &self.shared.keyed,
                 &chosen,
@@ -667,7 +687,7 @@ impl Engine {
         );
         let (read, query_vector) = self
             .embed_made(move || {
-                let read = crate::retrieve::QueryRead::new(&s, &g, &query, &c.rank);
+                let read = QueryRead::new(&s.table.read(), &g, &query, &c.rank);
                 let text = read.words.semantic.clone();
                 (read, text)
             })
@@ -682,7 +702,9 @@ impl Engine {
         let resp = self
             .cpu
             .run(move || {
-                crate::retrieve::recall(&shared, &config, &grant2, &req, &read, &query_vector)
+                let snap = shared.snapshot();
+                let (recall, rank) = (&config.recall, &config.rank);
+                crate::retrieve::recall(&snap, recall, rank, &grant2, &req, &read, &query_vector)
             })
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
@@ -716,7 +738,7 @@ impl Engine {
         query: &str,
         rank: &crate::rank::RankConfig,
     ) -> String {
-        crate::retrieve::QueryRead::new(&self.shared, grant, query, rank)
+        QueryRead::new(&self.shared.table.read(), grant, query, rank)
             .words
             .semantic
     }
@@ -735,7 +757,10 @@ impl Engine {
         // scoring's parallel sections split work among pool threads instead of each one
         // waking another pool from outside it.
         self.cpu.install(|| {
-            crate::retrieve::recall_ranked(&self.shared, &self.config, rank, grant, req, &query)
+            let snap = self.shared.snapshot();
+            let read = QueryRead::new(&snap.table, grant, &req.query, rank);
+            let recall = &self.config.recall;
+            crate::retrieve::recall(&snap, recall, rank, grant, req, &read, &query)
         })
     }
 
@@ -750,7 +775,7 @@ impl Engine {
         let detail = serde_json::json!({"scope": query.scope, "asOf": query.as_of});
         let page = self
             .cpu
-            .run(move || crate::retrieve::timeline(&shared, &grant2, &query))
+            .run(move || crate::retrieve::timeline(&shared.snapshot(), &grant2, &query))
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
         let ids = page.events.iter().map(|e| e.event_id.clone()).collect();

@@ -389,7 +389,7 @@ impl Writer {
             }
             // A generated id follows the chosen ids' rule too: an id without the namespace
             // mark always names an event every key that may choose plain ids can see.
-            None => super::stored_id(
+            None => crate::read::stored_id(
                 &p.grant,
                 &self.shared.keyed,
                 &uuid::Uuid::now_v7().to_string(),

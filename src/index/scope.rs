@@ -529,60 +529,32 @@ impl ScopeIndex {
         self.writer.lock().dirty
     }
 
-    /// Internal ids of committed docs matching the filter, sorted ascending,
-    /// unique.
-    pub fn search(&self, filter: &ScopeFilter) -> Result<Vec<u32>, ScopeIndexError> {
-        let query = self.filter_query(filter);
-        let searcher = self.searcher();
-        let collector = DocIdsCollector {
-            columns: &self.columns,
-        };
-        searcher
-            .search(&*query, &collector)
-            .map_err(|e| self.err(e))
-    }
-
-    /// Number of committed docs matching the filter (nothing materialised).
-    pub fn count(&self, filter: &ScopeFilter) -> Result<usize, ScopeIndexError> {
-        let query = self.filter_query(filter);
-        self.reader
-            .searcher()
-            .search(&*query, &Count)
-            .map_err(|e| self.err(e))
-    }
-
-    /// Bounds on [`ScopeIndex::count`] read from term statistics alone (no posting list is
-    /// read), for a filter of the tenant and at most one actor, project or event-type list
-    /// (each event has at most one of each, so the terms' document frequencies add up);
-    /// `None` for any other filter. The upper bound also counts deleted documents not yet
-    /// merged away; the lower one subtracts every deleted document of the index.
-    pub fn count_bounds(&self, filter: &ScopeFilter) -> Option<(usize, usize)> {
-        let lists = self.lists(filter);
-        let mut lists = lists.iter().filter(|(_, values)| !values.is_empty());
-        let single = lists.next();
-        let simple = lists.next().is_none()
-            && filter.resource_refs.is_empty()
-            && filter.occurred_after_ms.is_none()
-            && filter.occurred_before_ms.is_none();
-        if !simple {
-            return None;
+    /// A view of the current commit: every search through it reads the same searcher.
+    pub fn view(&self) -> ScopeView<'_> {
+        ScopeView {
+            index: self,
+            searcher: self.searcher(),
         }
-        let searcher = self.reader.searcher();
-        let upper = match single {
-            None => {
-                let tenant = Term::from_field_text(self.fields.tenant, &filter.tenant);
-                searcher.doc_freq(&tenant).ok()? as usize
-            }
-            Some(&(field, values)) => {
-                Narrowest::list(field, &filter.tenant, values).size(&searcher)?
-            }
-        };
-        let deleted: usize = searcher
-            .segment_readers()
-            .iter()
-            .map(|s| s.num_deleted_docs() as usize)
-            .sum();
-        Some((upper.saturating_sub(deleted), upper))
+    }
+
+    /// [`ScopeView::search`] on the current commit.
+    pub fn search(&self, filter: &ScopeFilter) -> Result<Vec<u32>, ScopeIndexError> {
+        self.view().search(filter)
+    }
+
+    /// [`ScopeView::count`] on the current commit.
+    pub fn count(&self, filter: &ScopeFilter) -> Result<usize, ScopeIndexError> {
+        self.view().count(filter)
+    }
+
+    /// [`ScopeView::lexical`] on the current commit.
+    pub fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        self.view().lexical(filter, query, k)
     }
 
     /// The filter's actor, project and event-type lists with their fields.
@@ -593,119 +565,6 @@ impl ScopeIndex {
             (f.project, &filter.project_ids),
             (f.event_type, &filter.event_types),
         ]
-    }
-
-    /// The clause of `filter` that the fewest documents carry (by term statistics): one of
-    /// its actor, project and event-type lists, or the pairs of two of them (an actor and a
-    /// type, an actor and a project, a type and a project, each event indexed under its
-    /// own), when the filter narrows by something else as well (another list or a time
-    /// range) and lists no resources; `None` otherwise. Its events, all of the filter's
-    /// tenant, include the filter's; listing them ([`ScopeIndex::search_narrowest`]) and
-    /// checking each on its head spares intersecting the lists' postings, which in a large
-    /// tenant costs a seek in each list per event of the narrowest.
-    pub fn narrowest(&self, filter: &ScopeFilter) -> Option<Narrowest> {
-        if !filter.narrows_twice() {
-            return None;
-        }
-        let tenant = &filter.tenant;
-        let lists = self.lists(filter);
-        let lists = lists.iter().filter(|(_, values)| !values.is_empty());
-        let mut options: Vec<Narrowest> = lists
-            .map(|&(field, values)| Narrowest::list(field, tenant, values))
-            .collect();
-        let pairs = [
-            (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
-            (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
-            (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
-        ];
-        for (tag, first, second) in pairs {
-            if first.len() * second.len() > MAX_PAIR_TERMS {
-                continue;
-            }
-            let combined: Vec<String> = first
-                .iter()
-                .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
-                .collect();
-            if !combined.is_empty() {
-                options.push(Narrowest::list(self.fields.pair, tenant, &combined));
-            }
-        }
-        let searcher = self.reader.searcher();
-        options
-            .into_iter()
-            .min_by_key(|n| n.size(&searcher).unwrap_or(usize::MAX))
-    }
-
-    /// Internal ids of committed docs carrying any term of `narrowest`, sorted ascending,
-    /// unique.
-    pub fn search_narrowest(&self, narrowest: &Narrowest) -> Result<Vec<u32>, ScopeIndexError> {
-        let terms = narrowest
-            .terms
-            .iter()
-            .map(|t| Term::from_field_text(narrowest.field, t))
-            .collect();
-        let query = any_of(terms, IndexRecordOption::Basic);
-        let collector = DocIdsCollector {
-            columns: &self.columns,
-        };
-        self.searcher()
-            .search(&*query, &collector)
-            .map_err(|e| self.err(e))
-    }
-
-    /// BM25 lexical search of `query` restricted to `filter` (a required,
-    /// non-scoring clause); the top `k` `(doc, score)` pairs, best first (ties by id).
-    ///
-    /// The query is tokenised with the text field's analyzer and never parsed
-    /// as a query language, so punctuation and operators cannot fail. A query
-    /// without any token, or `k == 0`, returns an empty list.
-    pub fn lexical(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-        k: usize,
-    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        Ok(best_hits(self.lexical_all(filter, query)?, k))
-    }
-
-    /// Documents in `filter` matching any term of `query`, scored by BM25 alone; `None` when
-    /// the query has no term.
-    fn text_in_scope(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-    ) -> Result<Option<BooleanQuery>, ScopeIndexError> {
-        let terms = self.text_terms(query)?;
-        if terms.is_empty() {
-            return Ok(None);
-        }
-        let text_query = any_of(terms, IndexRecordOption::WithFreqs);
-        let scope: Box<dyn Query> = Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0));
-        Ok(Some(BooleanQuery::new(vec![
-            (Occur::Must, scope),
-            (Occur::Must, text_query),
-        ])))
-    }
-
-    /// BM25 score of every committed document matching `filter` and any term of `query`, as
-    /// `(internal id, score)` in no particular order (recall scores each candidate by it).
-    pub fn lexical_all(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
-        let Some(query) = self.text_in_scope(filter, query)? else {
-            return Ok(Vec::new());
-        };
-        let collector = ScoredIdsCollector {
-            columns: &self.columns,
-        };
-        self.searcher()
-            .search(&query, &collector)
-            .map_err(|e| self.err(e))
     }
 
     /// The current searcher, with the id-column cache pruned to its segments.
@@ -861,6 +720,184 @@ impl ScopeIndex {
             .iter()
             .map(|w| Term::from_field_text(field, w))
             .collect())
+    }
+}
+
+/// One commit of a [`ScopeIndex`], as one searcher sees it: a read that searches through
+/// one view (a recall, a timeline page) sees the same documents in every search.
+pub struct ScopeView<'a> {
+    index: &'a ScopeIndex,
+    searcher: Searcher,
+}
+
+impl ScopeView<'_> {
+    /// Internal ids of committed docs matching the filter, sorted ascending,
+    /// unique.
+    pub fn search(&self, filter: &ScopeFilter) -> Result<Vec<u32>, ScopeIndexError> {
+        let query = self.index.filter_query(filter);
+        let searcher = &self.searcher;
+        let collector = DocIdsCollector {
+            columns: &self.index.columns,
+        };
+        searcher
+            .search(&*query, &collector)
+            .map_err(|e| self.index.err(e))
+    }
+
+    /// Number of committed docs matching the filter (nothing materialised).
+    pub fn count(&self, filter: &ScopeFilter) -> Result<usize, ScopeIndexError> {
+        let query = self.index.filter_query(filter);
+        self.searcher
+            .search(&*query, &Count)
+            .map_err(|e| self.index.err(e))
+    }
+
+    /// Bounds on [`ScopeIndex::count`] read from term statistics alone (no posting list is
+    /// read), for a filter of the tenant and at most one actor, project or event-type list
+    /// (each event has at most one of each, so the terms' document frequencies add up);
+    /// `None` for any other filter. The upper bound also counts deleted documents not yet
+    /// merged away; the lower one subtracts every deleted document of the index.
+    pub fn count_bounds(&self, filter: &ScopeFilter) -> Option<(usize, usize)> {
+        let lists = self.index.lists(filter);
+        let mut lists = lists.iter().filter(|(_, values)| !values.is_empty());
+        let single = lists.next();
+        let simple = lists.next().is_none()
+            && filter.resource_refs.is_empty()
+            && filter.occurred_after_ms.is_none()
+            && filter.occurred_before_ms.is_none();
+        if !simple {
+            return None;
+        }
+        let searcher = &self.searcher;
+        let upper = match single {
+            None => {
+                let tenant = Term::from_field_text(self.index.fields.tenant, &filter.tenant);
+                searcher.doc_freq(&tenant).ok()? as usize
+            }
+            Some(&(field, values)) => {
+                Narrowest::list(field, &filter.tenant, values).size(searcher)?
+            }
+        };
+        let deleted: usize = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.num_deleted_docs() as usize)
+            .sum();
+        Some((upper.saturating_sub(deleted), upper))
+    }
+
+    /// The clause of `filter` that the fewest documents carry (by term statistics): one of
+    /// its actor, project and event-type lists, or the pairs of two of them (an actor and a
+    /// type, an actor and a project, a type and a project, each event indexed under its
+    /// own), when the filter narrows by something else as well (another list or a time
+    /// range) and lists no resources; `None` otherwise. Its events, all of the filter's
+    /// tenant, include the filter's; listing them ([`ScopeIndex::search_narrowest`]) and
+    /// checking each on its head spares intersecting the lists' postings, which in a large
+    /// tenant costs a seek in each list per event of the narrowest.
+    pub fn narrowest(&self, filter: &ScopeFilter) -> Option<Narrowest> {
+        if !filter.narrows_twice() {
+            return None;
+        }
+        let tenant = &filter.tenant;
+        let lists = self.index.lists(filter);
+        let lists = lists.iter().filter(|(_, values)| !values.is_empty());
+        let mut options: Vec<Narrowest> = lists
+            .map(|&(field, values)| Narrowest::list(field, tenant, values))
+            .collect();
+        let pairs = [
+            (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
+            (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
+            (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
+        ];
+        for (tag, first, second) in pairs {
+            if first.len() * second.len() > MAX_PAIR_TERMS {
+                continue;
+            }
+            let combined: Vec<String> = first
+                .iter()
+                .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
+                .collect();
+            if !combined.is_empty() {
+                options.push(Narrowest::list(self.index.fields.pair, tenant, &combined));
+            }
+        }
+        let searcher = &self.searcher;
+        options
+            .into_iter()
+            .min_by_key(|n| n.size(searcher).unwrap_or(usize::MAX))
+    }
+
+    /// Internal ids of committed docs carrying any term of `narrowest`, sorted ascending,
+    /// unique.
+    pub fn search_narrowest(&self, narrowest: &Narrowest) -> Result<Vec<u32>, ScopeIndexError> {
+        let terms = narrowest
+            .terms
+            .iter()
+            .map(|t| Term::from_field_text(narrowest.field, t))
+            .collect();
+        let query = any_of(terms, IndexRecordOption::Basic);
+        let collector = DocIdsCollector {
+            columns: &self.index.columns,
+        };
+        self.searcher
+            .search(&*query, &collector)
+            .map_err(|e| self.index.err(e))
+    }
+
+    /// BM25 lexical search of `query` restricted to `filter` (a required,
+    /// non-scoring clause); the top `k` `(doc, score)` pairs, best first (ties by id).
+    ///
+    /// The query is tokenised with the text field's analyzer and never parsed
+    /// as a query language, so punctuation and operators cannot fail. A query
+    /// without any token, or `k == 0`, returns an empty list.
+    pub fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(best_hits(self.lexical_all(filter, query)?, k))
+    }
+
+    /// Documents in `filter` matching any term of `query`, scored by BM25 alone; `None` when
+    /// the query has no term.
+    fn text_in_scope(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Option<BooleanQuery>, ScopeIndexError> {
+        let terms = self.index.text_terms(query)?;
+        if terms.is_empty() {
+            return Ok(None);
+        }
+        let text_query = any_of(terms, IndexRecordOption::WithFreqs);
+        let scope: Box<dyn Query> =
+            Box::new(ConstScoreQuery::new(self.index.filter_query(filter), 0.0));
+        Ok(Some(BooleanQuery::new(vec![
+            (Occur::Must, scope),
+            (Occur::Must, text_query),
+        ])))
+    }
+
+    /// BM25 score of every committed document matching `filter` and any term of `query`, as
+    /// `(internal id, score)` in no particular order (recall scores each candidate by it).
+    pub fn lexical_all(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        let Some(query) = self.text_in_scope(filter, query)? else {
+            return Ok(Vec::new());
+        };
+        let collector = ScoredIdsCollector {
+            columns: &self.index.columns,
+        };
+        self.searcher
+            .search(&query, &collector)
+            .map_err(|e| self.index.err(e))
     }
 }
 
@@ -1238,9 +1275,13 @@ mod tests {
         let (_d, index, evs) = fixture_index();
         let mut one = tenant("t1");
         one.actor_ids = strings(&["alice"]);
-        assert_eq!(index.narrowest(&tenant("t1")), None, "the tenant alone");
         assert_eq!(
-            index.narrowest(&one),
+            index.view().narrowest(&tenant("t1")),
+            None,
+            "the tenant alone"
+        );
+        assert_eq!(
+            index.view().narrowest(&one),
             None,
             "a single list is the whole filter"
         );
@@ -1248,15 +1289,15 @@ mod tests {
         resources.event_types = strings(&["commit"]);
         resources.resource_refs = strings(&["file:a"]);
         assert_eq!(
-            index.narrowest(&resources),
+            index.view().narrowest(&resources),
             None,
             "heads cannot check resources"
         );
 
         let fields = index.fields;
         let of = |f: &ScopeFilter| {
-            let n = index.narrowest(f).expect("a narrowest clause");
-            let ids = index.search_narrowest(&n).unwrap();
+            let n = index.view().narrowest(f).expect("a narrowest clause");
+            let ids = index.view().search_narrowest(&n).unwrap();
             (n.field, ids)
         };
         let mut f = tenant("t1");
@@ -1473,26 +1514,26 @@ mod tests {
     fn count_bounds_hold_the_count_and_are_exact_without_deletions() {
         let (_d, index, _) = fixture_index();
         let mut f = tenant("t1");
-        assert_eq!(index.count_bounds(&f), Some((4, 4)));
+        assert_eq!(index.view().count_bounds(&f), Some((4, 4)));
         f.actor_ids = strings(&["alice", "carol", "alice", "nobody"]);
-        assert_eq!(index.count_bounds(&f), Some((3, 3)));
+        assert_eq!(index.view().count_bounds(&f), Some((3, 3)));
         f.actor_ids.clear();
         f.event_types = strings(&["commit"]);
-        assert_eq!(index.count_bounds(&f), Some((2, 2)));
+        assert_eq!(index.view().count_bounds(&f), Some((2, 2)));
         f.project_ids = strings(&["p1"]);
-        assert_eq!(index.count_bounds(&f), None, "two lists");
+        assert_eq!(index.view().count_bounds(&f), None, "two lists");
         f.project_ids.clear();
         f.occurred_after_ms = Some(150);
-        assert_eq!(index.count_bounds(&f), None, "time range");
+        assert_eq!(index.view().count_bounds(&f), None, "time range");
         f.occurred_after_ms = None;
         f.resource_refs = strings(&["file:a"]);
-        assert_eq!(index.count_bounds(&f), None, "resources");
-        assert_eq!(index.count_bounds(&tenant("nope")), Some((0, 0)));
+        assert_eq!(index.view().count_bounds(&f), None, "resources");
+        assert_eq!(index.view().count_bounds(&tenant("nope")), Some((0, 0)));
 
         index.delete(3).unwrap();
         index.commit(7).unwrap();
         let f = tenant("t1");
-        let (lower, upper) = index.count_bounds(&f).unwrap();
+        let (lower, upper) = index.view().count_bounds(&f).unwrap();
         let count = index.count(&f).unwrap();
         assert!(
             lower <= count && count <= upper,
@@ -1593,14 +1634,18 @@ mod tests {
             ("t1", "search ranking deploying"),
             ("t2", "billing"),
         ] {
-            let mut all = index.lexical_all(&tenant(t), q).unwrap();
+            let mut all = index.view().lexical_all(&tenant(t), q).unwrap();
             all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let mut top = index.lexical(&tenant(t), q, 100).unwrap();
             top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             assert_eq!(all, top, "{t} {q}");
             assert!(!all.is_empty());
         }
-        assert!(index.lexical_all(&tenant("t1"), "?!").unwrap().is_empty());
+        assert!(index
+            .view()
+            .lexical_all(&tenant("t1"), "?!")
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -1710,9 +1755,9 @@ mod tests {
                     .collect();
                 prop_assert_eq!(&index.search(f).unwrap(), &expected, "filter {:?}", f);
                 prop_assert_eq!(index.count(f).unwrap(), expected.len());
-                if let Some(narrowest) = index.narrowest(f) {
+                if let Some(narrowest) = index.view().narrowest(f) {
                     // A superset of the scope, within the tenant.
-                    let narrow = index.search_narrowest(&narrowest).unwrap();
+                    let narrow = index.view().search_narrowest(&narrowest).unwrap();
                     prop_assert!(expected.iter().all(|d| narrow.binary_search(d).is_ok()));
                     let tenant_of = |d: &u32| evs.iter().find(|e| e.doc == *d).map(|e| &e.tenant);
                     prop_assert!(narrow.iter().all(|d| tenant_of(d) == Some(&f.tenant)));

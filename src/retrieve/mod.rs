@@ -30,31 +30,30 @@
 
 pub mod evidence;
 mod request;
-pub(crate) mod words;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::read::words::ActorNames;
+pub use crate::read::words::QueryWords;
 pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
-pub use words::QueryWords;
 
 use crate::auth::TenantGrant;
-use crate::engine::{
-    EngineConfig, Entry, Head, HeadFilter, Lookup, Partitioned, Shared, Table, Visible, NONE,
-    NO_SOURCE,
-};
 use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{best_hits, matches, ScopeFilter};
 use crate::index::vector::{
     block_bounds, code_bounds, dot, exact_scores, top_k, IdSet, Partition, QueryCode, VectorStore,
 };
-use crate::model::{EventStatus, PrivacyClass, StoredEvent, Timestamp};
+use crate::model::{EventStatus, StoredEvent, Timestamp};
 use crate::rank::dates::{named_dates, on_any};
 use crate::rank::{Breakdown, Prior, RankConfig, Signals};
+use crate::read::{
+    Access, Entry, Head, HeadFilter, Partitioned, Snapshot, Table, View, Visibility, Visible, NONE,
+    NO_SOURCE,
+};
 use crate::telemetry;
 
 /// How recall chooses between exact scoring and HNSW.
@@ -222,23 +221,18 @@ fn index_error(e: impl std::fmt::Display) -> Problem {
 }
 
 /// In-scope internal ids: committed ones from tantivy plus fresh ones matched in memory.
-pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Problem> {
-    let heads = {
-        let table = shared.table.read();
-        if !table.may_match(filter) {
-            return Ok(Vec::new());
-        }
-        table.head_filter(filter)
-    };
-    let watermark = shared.watermark.load(Ordering::Acquire);
-    let mut ids = committed(shared, filter, heads.as_ref())?;
-    let table = shared.table.read();
-    for entry in table.live_from(watermark) {
+pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>, Problem> {
+    let table: &Table = &snap.table;
+    if !table.may_match(filter) {
+        return Ok(Vec::new());
+    }
+    let heads = table.head_filter(filter);
+    let mut ids = committed(snap, filter, heads.as_ref())?;
+    for entry in table.live_from(snap.watermark) {
         if matches(filter, &entry.scope_doc()) {
             ids.push(entry.doc);
         }
     }
-    drop(table);
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
@@ -248,21 +242,20 @@ pub fn candidates(shared: &Shared, filter: &ScopeFilter) -> Result<Vec<u32>, Pro
 /// decide it and it has a narrowest list ([`crate::index::scope::ScopeIndex::narrowest`]),
 /// that list's ids whose heads match (a deleted event's never does).
 fn committed(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     filter: &ScopeFilter,
     heads: Option<&HeadFilter>,
 ) -> Result<Vec<u32>, Problem> {
-    let narrowed = heads.and_then(|h| Some((h, shared.scope.narrowest(filter)?)));
+    let narrowed = heads.and_then(|h| Some((h, snap.scope.narrowest(filter)?)));
     let Some((heads, narrowest)) = narrowed else {
-        return shared.scope.search(filter).map_err(index_error);
+        return snap.scope.search(filter).map_err(index_error);
     };
-    let ids = shared
+    let ids = snap
         .scope
         .search_narrowest(&narrowest)
         .map_err(index_error)?;
-    let table = shared.table.read();
     // Each check is a scattered read of a head: on both cores for a long list.
-    let table: &Table = &table;
+    let table: &Table = &snap.table;
     Ok(ids
         .par_chunks(HEAD_CHECK_CHUNK)
         .flat_map_iter(|chunk| {
@@ -281,15 +274,15 @@ const HEAD_CHECK_CHUNK: usize = 4096;
 /// steps that need them: counting a scope term statistics cannot bound, reading a narrow
 /// scope by id, the exact path.
 struct InScope<'a> {
-    shared: &'a Shared,
+    snap: &'a Snapshot<'a>,
     filter: &'a ScopeFilter,
     ids: OnceLock<Vec<u32>>,
 }
 
 impl<'a> InScope<'a> {
-    fn new(shared: &'a Shared, filter: &'a ScopeFilter) -> Self {
+    fn new(snap: &'a Snapshot<'a>, filter: &'a ScopeFilter) -> Self {
         InScope {
-            shared,
+            snap,
             filter,
             ids: OnceLock::new(),
         }
@@ -299,149 +292,8 @@ impl<'a> InScope<'a> {
         if let Some(ids) = self.ids.get() {
             return Ok(ids);
         }
-        let ids = candidates(self.shared, self.filter)?;
+        let ids = candidates(self.snap, self.filter)?;
         Ok(self.ids.get_or_init(|| ids))
-    }
-}
-
-/// Which events a query may see.
-#[derive(Debug, Clone, Copy)]
-pub struct Visibility {
-    /// Also return superseded events.
-    pub include_superseded: bool,
-    /// Memory as it stood at this `recordedAt` time (deletions still win).
-    pub as_of: Option<Timestamp>,
-    /// The read time (expiry is always judged now).
-    pub now: Timestamp,
-}
-
-/// [`Visibility`] in the units of a [`Head`].
-#[derive(Debug, Clone, Copy)]
-struct View {
-    include_superseded: bool,
-    as_of_ns: Option<i64>,
-    now_ns: i64,
-}
-
-impl View {
-    fn new(vis: &Visibility) -> Self {
-        View {
-            include_superseded: vis.include_superseded,
-            as_of_ns: vis.as_of.map(Timestamp::unix_nanos_saturating),
-            now_ns: vis.now.unix_nanos_saturating(),
-        }
-    }
-
-    /// An event's status as the view sees it, or `None` when invisible (expired, pending
-    /// review, recorded after `as_of`, or an empty or deleted slot).
-    fn status(&self, h: &Head) -> Option<EventStatus> {
-        let expired = h.expires_ns <= self.now_ns;
-        if expired || self.as_of_ns.is_some_and(|t| h.recorded_ns > t) {
-            return None;
-        }
-        match h.status {
-            EventStatus::Active => Some(EventStatus::Active),
-            EventStatus::PendingReview => None,
-            EventStatus::Superseded => match self.as_of_ns {
-                Some(t) if h.superseded_ns > t => Some(EventStatus::Active),
-                _ => Some(EventStatus::Superseded),
-            },
-        }
-    }
-}
-
-/// A grant in the units of a [`Head`]: its tenant's number, the numbers of the actors it is
-/// limited to, and its privacy ceiling. The head-level twin of [`crate::engine::Visible`]:
-/// a head passes [`Access::shows`] iff its entry is visible to the grant and shown by the
-/// view, with a supersession counted only when the grant knows the correction.
-struct Access {
-    tenant: u32,
-    actors: Option<Vec<u32>>,
-    max_privacy: PrivacyClass,
-    /// The grant sees the whole tenant.
-    whole: bool,
-}
-
-impl Access {
-    /// `None` when the table has never held an event of the grant's tenant.
-    fn new(table: &Table, grant: &TenantGrant) -> Option<Self> {
-        let tenant = table.tenant_number(grant.tenant())?;
-        let actors = grant.actor_limit().map(|names| {
-            let mut n: Vec<u32> = names.iter().filter_map(|a| table.actor_number(a)).collect();
-            n.sort_unstable();
-            n
-        });
-        Some(Access {
-            tenant,
-            actors,
-            max_privacy: grant.max_privacy_class(),
-            whole: grant.sees_whole_tenant(),
-        })
-    }
-
-    /// [`Access::new`] under a short read lock of the shared table. Numbers are never
-    /// reused, so the access stays right after the lock is released.
-    fn of(shared: &Shared, grant: &TenantGrant) -> Option<Self> {
-        Access::new(&shared.table.read(), grant)
-    }
-
-    /// Whether the grant may see the event (tenant, actor, privacy class).
-    fn allows(&self, h: &Head) -> bool {
-        h.tenant == self.tenant
-            && h.marks.privacy() <= self.max_privacy
-            && self.allows_actor(h.actor)
-    }
-
-    fn allows_actor(&self, actor: u32) -> bool {
-        self.actors
-            .as_ref()
-            .is_none_or(|a| a.binary_search(&actor).is_ok())
-    }
-
-    /// Whether the grant sees `h` and the view shows it.
-    fn shows(&self, table: &Table, view: &View, h: &Head) -> bool {
-        self.allows(h)
-            && match self.status(table, view, h) {
-                Some(EventStatus::Active) => true,
-                Some(EventStatus::Superseded) => view.include_superseded,
-                Some(EventStatus::PendingReview) | None => false,
-            }
-    }
-
-    /// The view's status of `h` for this grant: superseded only if the grant knows the
-    /// correction (a live visible one, or a deleted one that was inside the grant).
-    fn status(&self, table: &Table, view: &View, h: &Head) -> Option<EventStatus> {
-        match view.status(h)? {
-            EventStatus::Superseded if !self.knows_superseder(table, view, h) => {
-                Some(EventStatus::Active)
-            }
-            status => Some(status),
-        }
-    }
-
-    fn knows_superseder(&self, table: &Table, view: &View, h: &Head) -> bool {
-        let Some(entry) = table.get(h.doc) else {
-            return false;
-        };
-        let Some(by) = entry.event.superseded_by.as_deref() else {
-            return false;
-        };
-        match table.lookup(&entry.event.tenant_id, by) {
-            Lookup::Live(c) => {
-                let ch = table.head(c.doc);
-                self.allows(&ch) && ch.expires_ns > view.now_ns
-            }
-            Lookup::Deleted(t) => match &t.audience {
-                Some(a) => {
-                    a.privacy_class <= self.max_privacy
-                        && table
-                            .actor_number(&a.actor_id)
-                            .is_some_and(|n| self.allows_actor(n))
-                }
-                None => self.whole,
-            },
-            Lookup::Missing => false,
-        }
     }
 }
 
@@ -450,10 +302,10 @@ const VISIBLE_CHUNK: usize = 4096;
 
 /// The heads of the candidates `access` may see, in `ids` order. Heads are read from one
 /// dense array, on both cores for broad scopes.
-fn visible(shared: &Shared, access: &Access, ids: &[u32], vis: &Visibility) -> Vec<Head> {
-    let table = shared.table.read();
+fn visible(snap: &Snapshot<'_>, access: &Access, ids: &[u32], vis: &Visibility) -> Vec<Head> {
+    let table: &Table = &snap.table;
     let view = View::new(vis);
-    let keep = |id: &u32| Some(table.head(*id)).filter(|h| access.shows(&table, &view, h));
+    let keep = |id: &u32| Some(table.head(*id)).filter(|h| access.shows(table, &view, h));
     if ids.len() <= VISIBLE_CHUNK {
         ids.iter().filter_map(keep).collect()
     } else {
@@ -516,21 +368,21 @@ const STALE_CHUNK: usize = 1024;
 /// Splits stale events out (dropped, or kept and marked with the newer event's id when
 /// `keep`).
 fn apply_staleness(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     config: &RecallConfig,
     access: &Access,
     heads: Vec<Head>,
     vis: &Visibility,
     keep: bool,
 ) -> (Vec<Head>, HashMap<u32, String>) {
-    let vectors = shared.vectors.load();
+    let vectors = &snap.vectors;
     let ctx = StaleCtx {
-        vectors: &vectors,
+        vectors,
         min_similarity: config.stale_min_similarity,
     };
-    let table = shared.table.read();
+    let table: &Table = &snap.table;
     let view = View::new(vis);
-    let newer = |h: &Head| stale_by(&table, &ctx, h, access, &view);
+    let newer = |h: &Head| stale_by(table, &ctx, h, access, &view);
     // Each head's subject lists are scattered reads: broad sets look on both cores.
     let newer: Vec<Option<u32>> = if heads.len() <= STALE_CHUNK {
         heads.iter().map(newer).collect()
@@ -558,37 +410,11 @@ fn apply_staleness(
     (out, marks)
 }
 
-/// Scope-first recall with a precomputed query vector, ranked with `config.rank`; `read` is
-/// the query's words as the caller read them to embed it ([`QueryRead`]).
+/// Scope-first recall of one snapshot with a precomputed query vector, ranked with `rank`;
+/// `read` is the query's words as the caller read them to embed it ([`QueryRead`]).
 pub fn recall(
-    shared: &Shared,
-    config: &EngineConfig,
-    grant: &TenantGrant,
-    req: &RecallRequest,
-    read: &QueryRead,
-    query: &[f32],
-) -> Result<RecallResponse, Problem> {
-    recall_read(shared, config, &config.rank, grant, req, read, query)
-}
-
-/// Like [`recall`] with another ranking configuration (ablations, diagnostics), reading the
-/// query's words itself.
-pub fn recall_ranked(
-    shared: &Shared,
-    config: &EngineConfig,
-    rank: &RankConfig,
-    grant: &TenantGrant,
-    req: &RecallRequest,
-    query: &[f32],
-) -> Result<RecallResponse, Problem> {
-    let read = QueryRead::new(shared, grant, &req.query, rank);
-    recall_read(shared, config, rank, grant, req, &read, query)
-}
-
-/// The recall pipeline, given the query's words and vector.
-fn recall_read(
-    shared: &Shared,
-    config: &EngineConfig,
+    snap: &Snapshot<'_>,
+    config: &RecallConfig,
     rank: &RankConfig,
     grant: &TenantGrant,
     req: &RecallRequest,
@@ -604,14 +430,14 @@ fn recall_read(
         as_of: req.as_of,
         now,
     };
-    let access = Access::of(shared, grant);
+    let access = Access::new(&snap.table, grant);
     let bm25 = Bm25 {
-        shared,
+        snap,
         filter: &filter,
         text: &read.words.lexical,
         hits: OnceLock::new(),
     };
-    let in_scope = InScope::new(shared, &filter);
+    let in_scope = InScope::new(snap, &filter);
     let scoped = |partitioned: bool| -> Result<_, Problem> {
         // A tenant that never held an event: nothing to score, on the exact path.
         let Some(access) = &access else {
@@ -620,8 +446,8 @@ fn recall_read(
         let (heads, known) = if partitioned {
             let lexical = (rank.lexical_share > 0.0).then_some(&bm25);
             match partition_scope(
-                shared,
-                &config.recall,
+                snap,
+                config,
                 access,
                 &in_scope,
                 (query, lexical),
@@ -632,10 +458,10 @@ fn recall_read(
                 None => return Ok(None),
             }
         } else {
-            (visible(shared, access, in_scope.ids()?, &vis), Vec::new())
+            (visible(snap, access, in_scope.ids()?, &vis), Vec::new())
         };
         let keep = req.include_stale;
-        let (heads, stale) = apply_staleness(shared, &config.recall, access, heads, &vis, keep);
+        let (heads, stale) = apply_staleness(snap, config, access, heads, &vis, keep);
         // Too few after stale suppression: only the exact path can tell whether k exist.
         let enough = !partitioned || heads.len() >= req.limit;
         Ok(enough.then_some(Scoped {
@@ -656,7 +482,7 @@ fn recall_read(
         None => (false, scoped(false)?.unwrap_or_default()),
     };
     let ctx = RankCtx {
-        shared,
+        snap,
         rank,
         query,
         text: &req.query,
@@ -664,14 +490,14 @@ fn recall_read(
         bm25: &bm25,
         known: &known,
         now_ms: now.unix_millis(),
-        code_min_candidates: config.recall.code_min_candidates,
+        code_min_candidates: config.code_min_candidates,
     };
     let scoped = std::time::Instant::now();
     telemetry::recall_stage("scope", scoped - started);
     let (ranked, path) = if partitioned {
         (rank_set(&ctx, &heads, req.limit)?, VectorPath::Partition)
     } else {
-        choose_and_rank(&ctx, &config.recall, &heads, req.limit)?
+        choose_and_rank(&ctx, config, &heads, req.limit)?
     };
     let scored = std::time::Instant::now();
     telemetry::recall_stage("vector", scored - scoped);
@@ -721,7 +547,7 @@ const PARTITION_BY_ID_DIVISOR: usize = 4;
 /// `exact_max_candidates` events in scope, or when a narrow scope's probed lists hold
 /// fewer than `k` of its events.
 fn partition_scope(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     cfg: &RecallConfig,
     access: &Access,
     in_scope: &InScope<'_>,
@@ -732,14 +558,14 @@ fn partition_scope(
     if !cfg.partitioned || k == 0 {
         return Ok(None);
     }
-    let Some(partitioned) = shared.partition.load_full() else {
+    let Some(partitioned) = snap.partition.clone() else {
         return Ok(None);
     };
     let partition = &partitioned.index;
-    let Some(scope) = shared.table.read().head_filter(in_scope.filter) else {
+    let Some(scope) = snap.table.head_filter(in_scope.filter) else {
         return Ok(None);
     };
-    let Some(count) = broad_count(shared, in_scope, cfg.exact_max_candidates)? else {
+    let Some(count) = broad_count(snap, in_scope, cfg.exact_max_candidates)? else {
         return Ok(None);
     };
     let order = partition.order(query);
@@ -755,23 +581,23 @@ fn partition_scope(
         probes,
     };
     let (mut heads, bounds) = if count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members {
-        let heads = probe_by_id(shared, in_scope.ids()?, &probe, keep);
+        let heads = probe_by_id(snap, in_scope.ids()?, &probe, keep);
         if heads.len() < k {
             return Ok(None);
         }
         (heads, Vec::new())
     } else {
         let code = QueryCode::new(query);
-        probe_lists(shared, &probe, (scope.tenant, k), code.as_ref(), keep)
+        probe_lists(snap, &probe, (scope.tenant, k), code.as_ref(), keep)
     };
     if let Some(bm25) = lexical {
         // Events the query names by their words, wherever their vectors lie.
         let hits = bm25.best(k.saturating_mul(PARTITION_LEXICAL_DEPTH))?;
-        let table = shared.table.read();
+        let table: &Table = &snap.table;
         heads.extend(
             hits.iter()
                 .map(|(d, _)| table.head(*d))
-                .filter(|h| keep(&table, h)),
+                .filter(|h| keep(table, h)),
         );
     }
     Ok(Some(by_id(&heads, &bounds)))
@@ -827,16 +653,16 @@ fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
 /// most `exact_max` do. A filter with a narrowest clause is counted by listing its ids,
 /// which the exact path or the read by id then reuses; any other by the index alone.
 fn broad_count(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     in_scope: &InScope<'_>,
     exact_max: usize,
 ) -> Result<Option<usize>, Problem> {
     let filter = in_scope.filter;
-    let count = match shared.scope.count_bounds(filter) {
+    let count = match snap.scope.count_bounds(filter) {
         Some((_, upper)) if upper <= exact_max => return Ok(None),
         Some((lower, upper)) if lower > exact_max => return Ok(Some(upper)),
         _ if filter.narrows_twice() => in_scope.ids()?.len(),
-        _ => shared.scope.count(filter).map_err(index_error)?,
+        _ => snap.scope.count(filter).map_err(index_error)?,
     };
     Ok((count > exact_max).then_some(count))
 }
@@ -851,7 +677,7 @@ struct Probe<'a> {
 /// The kept heads among the scope's ids (from the index) that lie in a probed list or in
 /// none (written after the build).
 fn probe_by_id(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     ids: &[u32],
     probe: &Probe<'_>,
     keep: impl Fn(&Table, &Head) -> bool,
@@ -867,11 +693,11 @@ fn probe_by_id(
             .list_of(**d)
             .is_none_or(|l| probed[l as usize])
     };
-    let table = shared.table.read();
+    let table: &Table = &snap.table;
     ids.iter()
         .filter(in_probed)
         .map(|&d| table.head(d))
-        .filter(|h| keep(&table, h))
+        .filter(|h| keep(table, h))
         .collect()
 }
 
@@ -884,23 +710,23 @@ type Probed = (Vec<Head>, Vec<(f32, f32)>);
 /// bounds `heads[i]`; the uncovered ids come last and have none). The probed lists are read
 /// on both cores.
 fn probe_lists(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     probe: &Probe<'_>,
     (tenant, k): (u32, usize),
     code: Option<&QueryCode>,
     keep: impl Fn(&Table, &Head) -> bool + Sync,
 ) -> Probed {
-    let table = shared.table.read();
+    let table: &Table = &snap.table;
     let read = |list: &u32| -> Probed {
         let Some(m) = probe.partitioned.index.coded_members(*list, tenant) else {
             return Default::default();
         };
         // Copied first, then checked: a loop of loads alone keeps more of them in flight.
-        let mut heads = probe.partitioned.heads(&table, *list, m.rows.clone());
+        let mut heads = probe.partitioned.heads(table, *list, m.rows.clone());
         let mut rows = Vec::with_capacity(heads.len());
         let mut row = m.rows.start as u32;
         heads.retain(|h| {
-            let kept = keep(&table, h);
+            let kept = keep(table, h);
             if kept {
                 rows.push(row);
             }
@@ -928,7 +754,7 @@ fn probe_lists(
         bounds.extend(b);
     }
     let uncovered = (probe.partitioned.index.upto()..table.next_doc()).map(|d| table.head(d));
-    heads.extend(uncovered.filter(|h| keep(&table, h)));
+    heads.extend(uncovered.filter(|h| keep(table, h)));
     (heads, bounds)
 }
 
@@ -936,7 +762,7 @@ fn probe_lists(
 /// shared by the candidate paths that add the best of them and by the ranking that scores
 /// every candidate by them.
 struct Bm25<'a> {
-    shared: &'a Shared,
+    snap: &'a Snapshot<'a>,
     filter: &'a ScopeFilter,
     text: &'a str,
     hits: OnceLock<Vec<(u32, f32)>>,
@@ -949,7 +775,7 @@ impl Bm25<'_> {
             return Ok(hits);
         }
         let hits = self
-            .shared
+            .snap
             .scope
             .lexical_all(self.filter, self.text)
             .map_err(index_error)?;
@@ -964,7 +790,7 @@ impl Bm25<'_> {
 
 /// What every scoring path needs.
 struct RankCtx<'a> {
-    shared: &'a Shared,
+    snap: &'a Snapshot<'a>,
     rank: &'a RankConfig,
     /// The unit query vector.
     query: &'a [f32],
@@ -1000,7 +826,7 @@ fn choose_and_rank(
         "candidates sorted by id"
     );
     let n = heads.len();
-    let total = ctx.shared.hnsw.load().len().max(1);
+    let total = ctx.snap.hnsw.len().max(1);
     let use_hnsw = cfg.approximate
         && n > cfg.exact_max_candidates
         && (n as f64 / total as f64) >= cfg.hnsw_min_fraction;
@@ -1078,18 +904,18 @@ fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Pr
         date: &date,
         episodes: &episodes,
     };
-    let vectors = ctx.shared.vectors.load();
-    let (pool, cosines) = match bounded_code(ctx, &vectors, set.len()) {
+    let vectors = &ctx.snap.vectors;
+    let (pool, cosines) = match bounded_code(ctx, vectors, set.len()) {
         Some(code) => {
-            let bounds = bounds_of(&vectors, &code, &ids, ctx.known);
+            let bounds = bounds_of(vectors, &code, &ids, ctx.known);
             let floors = inputs.episode_bests(ctx.rank, |j| bounds[j].0);
             let pool = survivors(ctx, &inputs, &bounds, &floors, k);
-            let cosines = rescore(ctx, &vectors, &inputs, (&bounds, &floors), &pool);
+            let cosines = rescore(ctx, vectors, &inputs, (&bounds, &floors), &pool);
             (pool, cosines)
         }
         None => (
             (0..set.len() as u32).collect(),
-            exact_scores(&vectors, ctx.query, &ids),
+            exact_scores(vectors, ctx.query, &ids),
         ),
     };
     let bests = if cosines.is_empty() {
@@ -1455,15 +1281,14 @@ fn hnsw_set(
     k: usize,
 ) -> Result<Option<Vec<Head>>, Problem> {
     let ids: Vec<u32> = heads.iter().map(|h| h.doc).collect();
-    let allow = IdSet::from_sorted(&ids, ctx.shared.vectors.load().len());
+    let allow = IdSet::from_sorted(&ids, ctx.snap.vectors.len());
     let depth = (k * cfg.hnsw_oversample).max(k + 10);
     if depth >= ids.len() {
         return Ok(None);
     }
     let hits = ctx
-        .shared
+        .snap
         .hnsw
-        .load()
         .search_filtered(ctx.query, depth, depth.max(64), &allow);
     if hits.len() < depth {
         return Ok(None);
@@ -1525,12 +1350,11 @@ impl QueryRead {
     /// boost: without the actor signal a name stays an ordinary word of the query. Only the
     /// names of actors with an event the grant can see count: any other name is an
     /// ordinary word, exactly like a name no event ever had.
-    pub fn new(shared: &Shared, grant: &TenantGrant, query: &str, rank: &RankConfig) -> Self {
+    pub fn new(table: &Table, grant: &TenantGrant, query: &str, rank: &RankConfig) -> Self {
         let mut named = Vec::new();
         let mut ids = Vec::new();
         if rank.actor_boost > 0.0 {
-            let names = words::ActorNames::new(query);
-            let table = shared.table.read();
+            let names = ActorNames::new(query);
             let ceiling = grant.max_privacy_class();
             let allowed = |actor: &str| grant.allows_actor(actor);
             for (n, id) in table.actors_named(grant.tenant(), &names, ceiling, allowed) {
@@ -1546,9 +1370,8 @@ impl QueryRead {
     }
 }
 
-/// The hits: each ranked event read from the table, checked once more against the grant and
-/// the view (it may have changed since the candidates were read: a deleted event is never
-/// returned).
+/// The hits: each ranked event read from the snapshot's table and presented as the grant
+/// sees it ([`Visible`], the entry-level twin of the heads' [`Access`] that chose them).
 fn respond(
     ctx: &RankCtx<'_>,
     grant: &TenantGrant,
@@ -1558,19 +1381,12 @@ fn respond(
     ranked: Vec<Ranked>,
     path: VectorPath,
 ) -> RecallResponse {
-    let view = View::new(vis);
-    let table = ctx.shared.table.read();
-    let access = Access::new(&table, grant);
-    let seen = Visible::new(grant, &table, &ctx.shared.keyed, vis.now);
+    let table: &Table = &ctx.snap.table;
+    let seen = Visible::new(grant, table, ctx.snap.keyed, vis.now);
     let results: Vec<Hit> = ranked
         .into_iter()
-        .filter_map(|r| table.get(r.doc).map(|e| (Arc::clone(e), r)))
-        .filter(|(e, _)| {
-            access
-                .as_ref()
-                .is_some_and(|a| a.shows(&table, &view, &table.head(e.doc)))
-                && seen.sees(&e.event)
-        })
+        .filter_map(|r| table.get(r.doc).map(|e| (e, r)))
+        .filter(|(e, _)| seen.sees(&e.event))
         .map(|(e, r)| Hit {
             event: seen.present(&e.event),
             score: r.score,
@@ -1579,7 +1395,6 @@ fn respond(
             stale_by: stale.get(&e.doc).cloned(),
         })
         .collect();
-    drop(table);
     let events: Vec<&StoredEvent> = results.iter().map(|h| &h.event).collect();
     RecallResponse {
         evidence: evidence::render(&events),
@@ -1588,28 +1403,22 @@ fn respond(
     }
 }
 
-/// One timeline page of the grant's tenant.
+/// One timeline page of the grant's tenant, read from one snapshot.
 pub fn timeline(
-    shared: &Shared,
+    snap: &Snapshot<'_>,
     grant: &TenantGrant,
     q: &TimelineQuery,
 ) -> Result<TimelinePage, Problem> {
     let filter = scope_filter(grant.tenant(), &q.scope);
-    let ids = candidates(shared, &filter)?;
+    let ids = candidates(snap, &filter)?;
     let vis = Visibility {
         include_superseded: q.include_superseded,
         as_of: q.as_of,
         now: Timestamp::now(),
     };
-    let heads =
-        Access::of(shared, grant).map_or_else(Vec::new, |a| visible(shared, &a, &ids, &vis));
-    let mut entries: Vec<Arc<Entry>> = {
-        let table = shared.table.read();
-        heads
-            .iter()
-            .filter_map(|h| table.get(h.doc).cloned())
-            .collect()
-    };
+    let table: &Table = &snap.table;
+    let heads = Access::new(table, grant).map_or_else(Vec::new, |a| visible(snap, &a, &ids, &vis));
+    let mut entries: Vec<&Arc<Entry>> = heads.iter().filter_map(|h| table.get(h.doc)).collect();
     entries.sort_by(|a, b| {
         (a.occurred_ms, &a.event.event_id).cmp(&(b.occurred_ms, &b.event.event_id))
     });
@@ -1619,7 +1428,7 @@ pub fn timeline(
         }),
         None => 0,
     };
-    let page: Vec<&Arc<Entry>> = entries[start..].iter().take(q.limit + 1).collect();
+    let page = &entries[start..(start + q.limit + 1).min(entries.len())];
     let next_cursor = (page.len() > q.limit).then(|| {
         let last = page[q.limit - 1];
         Cursor {
@@ -1629,8 +1438,7 @@ pub fn timeline(
         .encode()
     });
     // Only the page's events are presented (copied, with the grant's view of supersession).
-    let table = shared.table.read();
-    let seen = Visible::new(grant, &table, &shared.keyed, vis.now);
+    let seen = Visible::new(grant, table, snap.keyed, vis.now);
     Ok(TimelinePage {
         events: page
             .iter()

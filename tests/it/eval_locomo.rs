@@ -18,6 +18,7 @@ fn locomo_first_conversation_meets_recall_floor() {
         model_dir: model_dir(),
         ablation: true,
         partition_probe_share: None,
+        rankings: None,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);

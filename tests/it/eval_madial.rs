@@ -18,6 +18,7 @@ fn madial_english_meets_recall_floor() {
         model_dir: model_dir(),
         ablation: true,
         partition_probe_share: None,
+        rankings: None,
     })
     .expect("MADial-Bench eval runs");
     assert_eq!(report.counts.memories, 160);

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::table::{Entry, Lookup, Table, Tombstone};
+use super::{Entry, Lookup, Table, Tombstone};
 use crate::audit::{AuditEntry, AuditQuery, Keyed};
 use crate::auth::TenantGrant;
 use crate::model::{PrivacyClass, StoredEvent, Timestamp};

@@ -1,0 +1,103 @@
+//! Numbered names and each tenant's actors, filed by word so that the actors a query names
+//! are found from its words.
+//!
+//! Invariants: a name gets a number once, never reused, so equal numbers mean equal names;
+//! an actor is never forgotten (like its name), and it is counted per live event and privacy
+//! class so that only actors with an event a grant can see are named.
+
+use ahash::RandomState;
+
+use super::head::class_index;
+use super::words::{words, ActorNames};
+use super::Map;
+use crate::model::PrivacyClass;
+
+/// Strings numbered in order of first sight.
+#[derive(Debug, Default)]
+pub(super) struct Names {
+    pub(super) numbers: Map<Box<str>, u32>,
+    pub(super) names: Vec<Box<str>>,
+}
+
+impl Names {
+    pub(super) fn number(&mut self, name: &str) -> u32 {
+        if let Some(n) = self.numbers.get(name) {
+            return *n;
+        }
+        let n = self.names.len() as u32;
+        self.numbers.insert(name.into(), n);
+        self.names.push(name.into());
+        n
+    }
+}
+
+/// One tenant's number and event ids.
+#[derive(Debug, Default)]
+pub(super) struct TenantIds {
+    pub(super) number: u32,
+    pub(super) ids: Map<Box<str>, u32>,
+    /// The actors of the tenant's events (never forgotten, like the names).
+    pub(super) actors: TenantActors,
+}
+
+/// A tenant's actors, each filed under one word of its id, so that the actors a query names
+/// are found from the query's words instead of by reading every actor of the tenant.
+///
+/// An actor is named only when every word of its id occurs in the query
+/// ([`ActorNames::names`]), so any one of its words finds it. The word is chosen when the
+/// actor is first seen: the one with the fewest actors filed under it then, the longer on a
+/// tie, then the first ("user-42" after "user-7" goes under "42", not "user"), so a word that
+/// many ids share rarely holds them all. An id without a word is never named and not filed.
+#[derive(Debug, Default)]
+pub(super) struct TenantActors {
+    pub(super) known: std::collections::HashSet<u32, RandomState>,
+    pub(super) by_word: Map<Box<str>, Vec<u32>>,
+    /// Live events per actor and privacy class (in [`PrivacyClass::ALL`] order): which
+    /// actors a grant can see an event of, so that only their names count in a query.
+    pub(super) live: Map<u32, [u32; 4]>,
+}
+
+impl TenantActors {
+    /// Files actor `n` (id `id`) unless it is known already.
+    pub(super) fn add(&mut self, n: u32, id: &str) {
+        if !self.known.insert(n) {
+            return;
+        }
+        let filed = |w: &str| self.by_word.get(w).map_or(0, Vec::len);
+        let key = words(id).map(str::to_lowercase).min_by(|a, b| {
+            let rank = |w: &str| (filed(w), std::cmp::Reverse(w.chars().count()));
+            rank(a).cmp(&rank(b))
+        });
+        if let Some(key) = key {
+            self.by_word.entry(key.into()).or_default().push(n);
+        }
+    }
+
+    /// Counts one live event of actor `n` and class `class` in (`+1`) or out (`-1`).
+    pub(super) fn count(&mut self, n: u32, class: PrivacyClass, delta: i32) {
+        let counts = self.live.entry(n).or_default();
+        let slot = &mut counts[class_index(class)];
+        *slot = slot.saturating_add_signed(delta);
+    }
+
+    /// Whether actor `n` has a live event of class `ceiling` or below.
+    pub(super) fn has_live_up_to(&self, n: u32, ceiling: PrivacyClass) -> bool {
+        self.live
+            .get(&n)
+            .is_some_and(|c| c[..=class_index(ceiling)].iter().any(|&k| k > 0))
+    }
+
+    /// Numbers of the actors filed under a word of `names`' query (each one at most once:
+    /// an actor is filed under one word).
+    pub(super) fn filed_under<'a>(
+        &'a self,
+        names: &'a ActorNames,
+    ) -> impl Iterator<Item = u32> + 'a {
+        names
+            .query_words()
+            .iter()
+            .filter_map(|w| self.by_word.get(w.as_str()))
+            .flatten()
+            .copied()
+    }
+}

@@ -1,0 +1,113 @@
+//! The vector partitions of partitioned recall as recall reads them: a
+//! [`crate::index::vector::Partition`] plus each list's copy of its members' heads, so that a
+//! broad recall reads them in list order rather than one scattered table line per member.
+//! The table marks every head that changes after the copy ([`Changed`]), and a marked
+//! member's head is read from the table.
+//!
+//! Invariant: a list's copy of a head is used only while the table has not marked it
+//! changed, so it always equals the table's.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::head::{Changed, Head};
+use super::table::Table;
+use crate::index::vector::Partition;
+
+/// A partition and its lists' copies of their members' heads.
+#[derive(Debug)]
+pub struct Partitioned {
+    /// Centroids, lists, members and their codes.
+    pub index: Partition,
+    /// Per list, its members' heads at the copy, in member order.
+    heads: Vec<Vec<Head>>,
+    /// Members whose heads changed since the copy.
+    changed: Arc<Changed>,
+}
+
+impl Partitioned {
+    /// Partitions the vectors of the heads' live slots and keeps the lists' heads; `None`
+    /// when there are too few vectors.
+    pub fn build(
+        vectors: &crate::index::vector::VectorStore,
+        (heads, changed): (Vec<Head>, Arc<Changed>),
+        lists: usize,
+    ) -> Option<Self> {
+        let tenants: Vec<u32> = heads.iter().map(|h| h.tenant).collect();
+        let index = Partition::build(vectors, &tenants, lists)?;
+        let heads = (0..index.lists() as u32)
+            .into_par_iter()
+            .map(|l| {
+                let docs = index.list_docs(l);
+                docs.iter().map(|&d| heads[d as usize]).collect()
+            })
+            .collect();
+        Some(Partitioned {
+            index,
+            heads,
+            changed,
+        })
+    }
+
+    /// The current heads of the members at `rows` of `list`, `table` locked by the caller
+    /// for reading: each the list's copy, or the table's when it changed since the copy.
+    pub fn heads(&self, table: &Table, list: u32, rows: Range<usize>) -> Vec<Head> {
+        let copies = &self.heads[list as usize][rows];
+        copies
+            .iter()
+            .map(|h| {
+                if self.changed.has(h.doc) {
+                    table.head(h.doc)
+                } else {
+                    *h
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::tests::{entry, event};
+    use super::super::SubjectRule;
+    use super::*;
+    use crate::index::vector::VectorStore;
+    use crate::model::Timestamp;
+
+    /// A table of `n` events of one tenant and their vectors, spread over a circle.
+    fn corpus(n: u32) -> (Table, VectorStore) {
+        let mut table = Table::new(SubjectRule::OFF);
+        let vectors = VectorStore::new(2);
+        for doc in 0..n {
+            table.push(entry(doc, event(&format!("e{doc}"), "Caroline", "s")));
+            let angle = doc as f32 * 0.1;
+            vectors
+                .push(doc, &[angle.cos(), angle.sin()])
+                .expect("push");
+        }
+        (table, vectors)
+    }
+
+    #[test]
+    fn a_list_reads_every_head_as_the_table_has_it_now() {
+        let (mut table, vectors) = corpus(200);
+        let p = Partitioned::build(&vectors, table.watched_heads(), 16).expect("built");
+        let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
+        assert!(table.mark_superseded("acme", "e0", "e1", at));
+        table.delete("acme", "e7", at).expect("deleted");
+        let mut seen = 0;
+        for list in 0..p.index.lists() as u32 {
+            let docs = p.index.list_docs(list);
+            let heads = p.heads(&table, list, 0..docs.len());
+            for (&doc, h) in docs.iter().zip(&heads) {
+                let now = table.head(doc);
+                assert_eq!((h.doc, h.tenant, h.status), (doc, now.tenant, now.status));
+                assert_eq!(h.superseded_ns, now.superseded_ns);
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 200, "every event is in one list");
+    }
+}
