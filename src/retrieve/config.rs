@@ -1,0 +1,72 @@
+//! How a recall may run: the knobs of its candidate paths (exact scoring, partition
+//! lists, filtered HNSW) and of the exact path's code bounds.
+
+use super::codes::CODE_MIN_CANDIDATES;
+use super::partition::PARTITION_PROBE_MAX_MEMBERS;
+
+/// How recall chooses between exact scoring and HNSW.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallConfig {
+    /// Allow filtered HNSW for large scopes (off by default: answers are then approximate).
+    pub approximate: bool,
+    /// With `approximate`, at or below this many candidates, score exactly anyway.
+    pub exact_max_candidates: usize,
+    /// HNSW is used only when candidates are at least this share of all vectors.
+    pub hnsw_min_fraction: f64,
+    /// HNSW depth as a multiple of k (with `approximate`).
+    pub hnsw_oversample: usize,
+    /// A newer event on the same subject makes an older one stale only when their summary
+    /// embeddings have at least this cosine (0, the default: any same-subject event). Raising
+    /// it keeps unrelated older events of a subject (the train booking next to a newer hotel
+    /// booking) but lets through updates phrased very differently from what they replace.
+    pub stale_min_similarity: f32,
+    /// Answer broad scopes from the vector partitions nearest the query (off by default:
+    /// answers are then approximate). Independent of `approximate`, and tried first.
+    pub partitioned: bool,
+    /// With `partitioned`, the share of partition lists probed (at least one; more while
+    /// fewer than k in-scope events were found).
+    pub partition_probe_share: f64,
+    /// With `partitioned`, a probe stops taking further lists once those it took hold this
+    /// many of the tenant's members (fewer than the probe share then): a probe of a tenant
+    /// of a million events costs what one of 260,000 does.
+    pub partition_probe_max_members: usize,
+    /// With `partitioned`, partitions are built once the store holds this many vectors
+    /// (below, exact scoring is fast enough).
+    pub partition_min_vectors: usize,
+    /// From this many candidates on, scores are first bounded from the vectors' 8-bit codes
+    /// and only the candidates that could rank are scored from their full vectors (the
+    /// answer is the same; `usize::MAX` turns the bounding off). From an eighth of it when
+    /// a partition probe has read most candidates' bounds already.
+    pub code_min_candidates: usize,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig {
+            approximate: false,
+            exact_max_candidates: 20_000,
+            hnsw_min_fraction: 0.3,
+            hnsw_oversample: 4,
+            stale_min_similarity: 0.0,
+            partitioned: false,
+            partition_probe_share: 1.0 / 16.0,
+            partition_probe_max_members: PARTITION_PROBE_MAX_MEMBERS,
+            partition_min_vectors: 50_000,
+            code_min_candidates: CODE_MIN_CANDIDATES,
+        }
+    }
+}
+
+impl RecallConfig {
+    /// Turns partitioned recall on, reading `probe_share` of the lists, which must lie in
+    /// (0, 1].
+    pub fn partition(&mut self, probe_share: f64) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            probe_share > 0.0 && probe_share <= 1.0,
+            "--partition-probe-share must lie in (0, 1]"
+        );
+        self.partitioned = true;
+        self.partition_probe_share = probe_share;
+        Ok(())
+    }
+}

@@ -1,0 +1,304 @@
+//! The partition-list candidate source (approximate ranking, exact scope): the members of
+//! the lists nearest the query, every id the partition does not cover and, when BM25 ranks,
+//! the scope's best word matches, each checked on its head like any candidate.
+
+use rayon::prelude::*;
+
+use super::config::RecallConfig;
+use super::lexical::Bm25;
+use super::plan::KnownBounds;
+use super::scope::{index_error, InScope};
+use crate::error::Problem;
+use crate::index::vector::{block_bounds, Partition, QueryCode};
+use crate::read::{Access, Head, Partitioned, Snapshot, Table, View, Visibility};
+
+/// Default [`RecallConfig::partition_probe_max_members`]: about what two cores read in 2 ms
+/// here (each member costs about 200 ns of CPU from the list to the ranking).
+pub const PARTITION_PROBE_MAX_MEMBERS: usize = 16_384;
+
+/// BM25 matches added to a partitioned candidate set, per result asked for.
+pub(super) const PARTITION_LEXICAL_DEPTH: usize = 4;
+
+/// A scope of at most this share (1/n) of the tenant members the probed lists hold is read
+/// by its ids (each looked up in the partition) rather than by the lists' members: listing
+/// an id from the index and reading its head from the table costs about four times reading
+/// a member's head from its list, which holds a copy in member order.
+pub(super) const PARTITION_BY_ID_DIVISOR: usize = 4;
+
+/// The visible in-scope heads among the members of the partition lists nearest `query`
+/// (the nearest `partition_probe_share` of them, fewer past the member budget: see
+/// [`probe_count`]), among the ids the partition does not
+/// cover, and, when `lexical` is given (BM25 has a share of the ranking), among the scope's
+/// [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id order. A scope that is a large
+/// part of its tenant is read from the probed lists' members, more lists while fewer than
+/// `k` were found; a narrower one from the index's ids, those in a probed list kept.
+/// `None` (the caller takes the exact path) unless partitioned recall is on, a partition
+/// is built, heads can decide the filter and the index counts more than
+/// `exact_max_candidates` events in scope, or when a narrow scope's probed lists hold
+/// fewer than `k` of its events.
+pub(super) fn partition_scope(
+    snap: &Snapshot<'_>,
+    cfg: &RecallConfig,
+    access: &Access,
+    in_scope: &InScope<'_>,
+    (query, lexical): (&[f32], Option<&Bm25<'_>>),
+    vis: &Visibility,
+    k: usize,
+) -> Result<Option<(Vec<Head>, KnownBounds)>, Problem> {
+    if !cfg.partitioned || k == 0 {
+        return Ok(None);
+    }
+    let Some(partitioned) = snap.partition.clone() else {
+        return Ok(None);
+    };
+    let partition = &partitioned.index;
+    let Some(scope) = snap.table.head_filter(in_scope.filter) else {
+        return Ok(None);
+    };
+    let Some(count) = broad_count(snap, in_scope, cfg.exact_max_candidates)? else {
+        return Ok(None);
+    };
+    let order = partition.order(query);
+    if order.is_empty() {
+        return Ok(None);
+    }
+    let (probes, probed_members) = probe_count(partition, &order, scope.tenant, cfg);
+    let view = View::new(vis);
+    let keep = |t: &Table, h: &Head| scope.matches(h) && access.shows(t, &view, h);
+    let probe = Probe {
+        partitioned: &partitioned,
+        order: &order,
+        probes,
+    };
+    let (mut heads, bounds) = if count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members {
+        let heads = probe_by_id(snap, in_scope.ids()?, &probe, keep);
+        if heads.len() < k {
+            return Ok(None);
+        }
+        (heads, Vec::new())
+    } else {
+        let code = QueryCode::new(query);
+        probe_lists(snap, &probe, (scope.tenant, k), code.as_ref(), keep)
+    };
+    if let Some(bm25) = lexical {
+        // Events the query names by their words, wherever their vectors lie.
+        let hits = bm25.best(k.saturating_mul(PARTITION_LEXICAL_DEPTH))?;
+        let table: &Table = &snap.table;
+        heads.extend(
+            hits.iter()
+                .map(|(d, _)| table.head(*d))
+                .filter(|h| keep(table, h)),
+        );
+    }
+    Ok(Some(by_id(&heads, &bounds)))
+}
+
+/// How many of the lists in `order` a probe reads, and how many of `tenant`'s members they
+/// hold: the nearest `partition_probe_share` of the lists (at least one), or fewer once the
+/// nearest hold `partition_probe_max_members` of the tenant's members, so that a probe's
+/// cost stops growing with its tenant.
+pub(super) fn probe_count(
+    partition: &Partition,
+    order: &[u32],
+    tenant: u32,
+    cfg: &RecallConfig,
+) -> (usize, usize) {
+    let share = (order.len() as f64 * cfg.partition_probe_share)
+        .ceil()
+        .max(1.0) as usize;
+    let mut members = 0;
+    for (read, &list) in order.iter().take(share).enumerate() {
+        if read > 0 && members >= cfg.partition_probe_max_members {
+            return (read, members);
+        }
+        members += partition.members(list, tenant).len();
+    }
+    (share.min(order.len()), members)
+}
+
+/// `heads` in id order without repeats, and the bounds of those among the first
+/// `bounds.len()` (`bounds[i]` bounds `heads[i]`), by id. Sorts 8-byte keys rather than
+/// 72-byte heads.
+pub(super) fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
+    let mut keys: Vec<u64> = heads
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (u64::from(h.doc) << 32) | i as u64)
+        .collect();
+    // A probe hands its lists' members over as ascending runs, which a merging sort only
+    // merges (`sort_unstable` would partition them all over again).
+    keys.sort();
+    // The first of a repeated id has the lowest position: the one with bounds, if any.
+    keys.dedup_by_key(|key| *key >> 32);
+    let position = |key: &u64| (key & u64::from(u32::MAX)) as usize;
+    let known = keys
+        .iter()
+        .filter_map(|key| bounds.get(position(key)).map(|b| ((key >> 32) as u32, *b)))
+        .collect();
+    (keys.iter().map(|key| heads[position(key)]).collect(), known)
+}
+
+/// How many events are in scope (an upper bound, when term statistics tell that more
+/// than `exact_max` do, which spares counting a broad scope's postings); `None` when at
+/// most `exact_max` do. A filter with a narrowest clause is counted by listing its ids,
+/// which the exact path or the read by id then reuses; any other by the index alone.
+pub(super) fn broad_count(
+    snap: &Snapshot<'_>,
+    in_scope: &InScope<'_>,
+    exact_max: usize,
+) -> Result<Option<usize>, Problem> {
+    let filter = in_scope.filter;
+    let count = match snap.scope.count_bounds(filter) {
+        Some((_, upper)) if upper <= exact_max => return Ok(None),
+        Some((lower, upper)) if lower > exact_max => return Ok(Some(upper)),
+        _ if filter.narrows_twice() => in_scope.ids()?.len(),
+        _ => snap.scope.count(filter).map_err(index_error)?,
+    };
+    Ok((count > exact_max).then_some(count))
+}
+
+/// The partition lists a recall reads: the first `probes` of `order`.
+pub(super) struct Probe<'a> {
+    pub(super) partitioned: &'a Partitioned,
+    pub(super) order: &'a [u32],
+    pub(super) probes: usize,
+}
+
+/// The kept heads among the scope's ids (from the index) that lie in a probed list or in
+/// none (written after the build).
+pub(super) fn probe_by_id(
+    snap: &Snapshot<'_>,
+    ids: &[u32],
+    probe: &Probe<'_>,
+    keep: impl Fn(&Table, &Head) -> bool,
+) -> Vec<Head> {
+    let mut probed = vec![false; probe.order.len()];
+    for &list in probe.order.iter().take(probe.probes) {
+        probed[list as usize] = true;
+    }
+    let in_probed = |d: &&u32| {
+        probe
+            .partitioned
+            .index
+            .list_of(**d)
+            .is_none_or(|l| probed[l as usize])
+    };
+    let table: &Table = &snap.table;
+    ids.iter()
+        .filter(in_probed)
+        .map(|&d| table.head(d))
+        .filter(|h| keep(table, h))
+        .collect()
+}
+
+/// Heads and the code bounds of the first `bounds.len()` of them (see [`probe_lists`]).
+pub(super) type Probed = (Vec<Head>, Vec<(f32, f32)>);
+
+/// The kept heads among `tenant`'s members of the probed lists (more lists, in order,
+/// while fewer than `k` were kept), then among the ids the partition does not cover; with
+/// `code`, also the kept members' code bounds, read from the lists' own codes (`bounds[i]`
+/// bounds `heads[i]`; the uncovered ids come last and have none). The probed lists are read
+/// on both cores.
+pub(super) fn probe_lists(
+    snap: &Snapshot<'_>,
+    probe: &Probe<'_>,
+    (tenant, k): (u32, usize),
+    code: Option<&QueryCode>,
+    keep: impl Fn(&Table, &Head) -> bool + Sync,
+) -> Probed {
+    let table: &Table = &snap.table;
+    let read = |list: &u32| -> Probed {
+        let Some(m) = probe.partitioned.index.coded_members(*list, tenant) else {
+            return Default::default();
+        };
+        // Copied first, then checked: a loop of loads alone keeps more of them in flight.
+        let mut heads = probe.partitioned.heads(table, *list, m.rows.clone());
+        let mut rows = Vec::with_capacity(heads.len());
+        let mut row = m.rows.start as u32;
+        heads.retain(|h| {
+            let kept = keep(table, h);
+            if kept {
+                rows.push(row);
+            }
+            row += 1;
+            kept
+        });
+        let bounds = code.map_or_else(Vec::new, |c| block_bounds(c, m.codes, &rows));
+        (heads, bounds)
+    };
+    let first = probe.probes.min(probe.order.len());
+    let parts: Vec<Probed> = probe.order[..first].par_iter().map(read).collect();
+    // One copy into place (a pairwise reduce would copy each head once per level).
+    let mut heads = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+    let mut bounds = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
+    for (h, b) in parts {
+        heads.extend(h);
+        bounds.extend(b);
+    }
+    for list in &probe.order[first..] {
+        if heads.len() >= k {
+            break;
+        }
+        let (h, b) = read(list);
+        heads.extend(h);
+        bounds.extend(b);
+    }
+    let uncovered = (probe.partitioned.index.upto()..table.next_doc()).map(|d| table.head(d));
+    heads.extend(uncovered.filter(|h| keep(table, h)));
+    (heads, bounds)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::{probe_count, Partition, RecallConfig};
+    use crate::index::vector::VectorStore;
+
+    #[test]
+    pub(super) fn a_probe_takes_no_list_past_its_member_budget_and_always_one() {
+        let (dim, n) = (8, 2_000);
+        let mut rng = StdRng::seed_from_u64(7);
+        let store = VectorStore::new(dim);
+        let unit = |v: Vec<f32>| {
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect::<Vec<f32>>()
+        };
+        for id in 0..n {
+            let v = unit((0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect());
+            store.push(id as u32, &v).expect("push");
+        }
+        let tenants: Vec<u32> = (0..n as u32).map(|i| u32::from(i % 10 == 0)).collect();
+        let p = Partition::build(&store, &tenants, 20).expect("built");
+        let order = p.order(&unit(vec![1.0; dim]));
+        let sizes: Vec<usize> = order.iter().map(|&l| p.members(l, 0).len()).collect();
+        let mut cfg = RecallConfig {
+            partition_probe_share: 0.5,
+            partition_probe_max_members: usize::MAX,
+            ..RecallConfig::default()
+        };
+        let first_ten: usize = sizes[..10].iter().sum();
+        assert_eq!(probe_count(&p, &order, 0, &cfg), (10, first_ten));
+        cfg.partition_probe_max_members = sizes[0] + 1;
+        assert_eq!(
+            probe_count(&p, &order, 0, &cfg),
+            (2, sizes[0] + sizes[1]),
+            "the list that reaches the budget is the last one taken"
+        );
+        cfg.partition_probe_max_members = 0;
+        assert_eq!(
+            probe_count(&p, &order, 0, &cfg),
+            (1, sizes[0]),
+            "one at least"
+        );
+        cfg.partition_probe_max_members = 1_000;
+        let of_small: usize = order[..10].iter().map(|&l| p.members(l, 1).len()).sum();
+        assert!(of_small < 1_000);
+        assert_eq!(
+            probe_count(&p, &order, 1, &cfg),
+            (10, of_small),
+            "a tenant below the budget reads its share"
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The planner: which candidate source answers a recall, chosen in one place.
+//!
+//! Sources, tried in this order:
+//! 1. the partition lists nearest the query, when partitioned recall is on, a partition is
+//!    built, heads can decide the filter, the scope is broad (more than
+//!    `exact_max_candidates` in scope) and at least k candidates remain after stale
+//!    suppression (approximate ranking, exact scope: `path: "partition"`);
+//! 2. filtered HNSW over the visible in-scope candidates, when approximate recall is on, the
+//!    scope is broad and a large enough share of all vectors, and HNSW returns a full list
+//!    (approximate: `path: "hnsw"`; a short list falls back to scoring all:
+//!    `hnsw_fallback_exact`);
+//! 3. every visible in-scope candidate (exact: `path: "exact"`), the default.
+//!
+//! Invariant: whatever the source, every candidate passed the scope filter, the grant and
+//! the view on its head in the recall's one snapshot; only the ranking of 1 and 2 is
+//! approximate, and the response says which path answered.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::config::RecallConfig;
+use super::lexical::Bm25;
+use super::partition::partition_scope;
+use super::scope::{visible, InScope};
+use super::stale::apply_staleness;
+use crate::error::Problem;
+use crate::index::vector::IdSet;
+use crate::rank::RankConfig;
+use crate::read::{Access, Head, Snapshot, Visibility};
+
+/// Which vector path answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorPath {
+    /// Every candidate scored.
+    Exact,
+    /// Filtered HNSW search (approximate; only with `approximate` recall enabled).
+    Hnsw,
+    /// HNSW returned too short a list; every candidate scored.
+    HnswFallbackExact,
+    /// The members of the vector partitions nearest the query (approximate; only with
+    /// `partitioned` recall enabled).
+    Partition,
+}
+
+impl VectorPath {
+    /// The snake_case name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VectorPath::Exact => "exact",
+            VectorPath::Hnsw => "hnsw",
+            VectorPath::HnswFallbackExact => "hnsw_fallback_exact",
+            VectorPath::Partition => "partition",
+        }
+    }
+}
+
+/// `(id, (low, high))`: code bounds of candidates, by id, that a partition probe read from
+/// its lists' own copies of the codes; ranking reads the others from the store.
+pub(super) type KnownBounds = Vec<(u32, (f32, f32))>;
+
+/// What the planner needs of a recall.
+pub(super) struct Planning<'a> {
+    pub(super) snap: &'a Snapshot<'a>,
+    pub(super) config: &'a RecallConfig,
+    pub(super) rank: &'a RankConfig,
+    /// The grant in head units; `None` when its tenant never held an event.
+    pub(super) access: Option<&'a Access>,
+    pub(super) in_scope: &'a InScope<'a>,
+    pub(super) bm25: &'a Bm25<'a>,
+    pub(super) vis: &'a Visibility,
+    /// The unit query vector.
+    pub(super) query: &'a [f32],
+    /// Results asked for.
+    pub(super) k: usize,
+    /// Keep stale events (marked) instead of dropping them.
+    pub(super) keep_stale: bool,
+}
+
+/// The planner's choice: the candidates and the path that found them.
+#[derive(Debug)]
+pub(super) struct Plan {
+    /// Which path answers.
+    pub(super) path: VectorPath,
+    /// The visible in-scope candidates after stale suppression, by id (their number is the
+    /// response's `candidates`).
+    pub(super) heads: Vec<Head>,
+    /// The subset of `heads` filtered HNSW chose (path `hnsw`); `None`: all are ranked.
+    pub(super) subset: Option<Vec<Head>>,
+    /// Stale events kept, with the id of the newer event.
+    pub(super) stale: HashMap<u32, String>,
+    /// Code bounds the candidate path has read already (see [`KnownBounds`]).
+    pub(super) known: KnownBounds,
+}
+
+impl Plan {
+    /// The candidates to rank.
+    pub(super) fn set(&self) -> &[Head] {
+        self.subset.as_deref().unwrap_or(&self.heads)
+    }
+}
+
+/// Chooses the candidate source and gathers its candidates (see the module docs).
+pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, Problem> {
+    let exact = |heads, stale| Plan {
+        path: VectorPath::Exact,
+        heads,
+        subset: None,
+        stale,
+        known: Vec::new(),
+    };
+    // A tenant that never held an event: nothing to score, on the exact path.
+    let Some(access) = p.access else {
+        return Ok(exact(Vec::new(), HashMap::new()));
+    };
+    if let Some(plan) = partitioned(p, access)? {
+        return Ok(plan);
+    }
+    let heads = visible(p.snap, access, p.in_scope.ids()?, p.vis);
+    let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
+    let mut plan = exact(heads, stale);
+    if broad_for_hnsw(p, plan.heads.len()) {
+        match hnsw_set(p, &plan.heads)? {
+            Some(set) => (plan.subset, plan.path) = (Some(set), VectorPath::Hnsw),
+            None => plan.path = VectorPath::HnswFallbackExact,
+        }
+    }
+    Ok(plan)
+}
+
+/// The partition source's candidates, or `None` when it does not apply or, after stale
+/// suppression, holds fewer than k (only the exact path can then tell whether k exist).
+fn partitioned(p: &Planning<'_>, access: &Access) -> Result<Option<Plan>, Problem> {
+    let lexical = (p.rank.lexical_share > 0.0).then_some(p.bm25);
+    let found = partition_scope(
+        p.snap,
+        p.config,
+        access,
+        p.in_scope,
+        (p.query, lexical),
+        p.vis,
+        p.k,
+    )?;
+    let Some((heads, known)) = found else {
+        return Ok(None);
+    };
+    let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
+    Ok((heads.len() >= p.k).then_some(Plan {
+        path: VectorPath::Partition,
+        heads,
+        subset: None,
+        stale,
+        known,
+    }))
+}
+
+/// Whether `n` visible candidates call for filtered HNSW: approximate recall on, more than
+/// `exact_max_candidates`, at least `hnsw_min_fraction` of all vectors, and k > 0.
+fn broad_for_hnsw(p: &Planning<'_>, n: usize) -> bool {
+    let cfg = p.config;
+    let total = p.snap.hnsw.len().max(1);
+    cfg.approximate
+        && n > cfg.exact_max_candidates
+        && (n as f64 / total as f64) >= cfg.hnsw_min_fraction
+        && p.k > 0
+}
+
+/// Filtered HNSW's nearest candidates plus the scope's best BM25 matches, or `None` when HNSW
+/// returns too few (every candidate is then scored). Approximate: HNSW may miss a true
+/// neighbour.
+fn hnsw_set(p: &Planning<'_>, heads: &[Head]) -> Result<Option<Vec<Head>>, Problem> {
+    debug_assert!(
+        heads.windows(2).all(|w| w[0].doc < w[1].doc),
+        "candidates sorted by id"
+    );
+    let k = p.k;
+    let ids: Vec<u32> = heads.iter().map(|h| h.doc).collect();
+    let allow = IdSet::from_sorted(&ids, p.snap.vectors.len());
+    let depth = (k * p.config.hnsw_oversample).max(k + 10);
+    if depth >= ids.len() {
+        return Ok(None);
+    }
+    let hits = p
+        .snap
+        .hnsw
+        .search_filtered(p.query, depth, depth.max(64), &allow);
+    if hits.len() < depth {
+        return Ok(None);
+    }
+    let lexical = if p.rank.lexical_share > 0.0 {
+        p.bm25.best(depth)?
+    } else {
+        Vec::new()
+    };
+    let mut docs: Vec<u32> = hits.iter().chain(&lexical).map(|(d, _)| *d).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    Ok(Some(
+        docs.into_iter()
+            .filter_map(|d| heads.binary_search_by_key(&d, |h| h.doc).ok())
+            .map(|i| heads[i])
+            .collect(),
+    ))
+}

@@ -1,0 +1,108 @@
+//! Stale suppression: an event is stale when a newer event the grant may see, active in
+//! the view, is about the same subject (or stated by the subject itself on its topic).
+//!
+//! Invariant: only events the grant may see can make another stale, so staleness reveals
+//! nothing outside the grant.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use super::config::RecallConfig;
+use crate::index::vector::{dot, VectorStore};
+use crate::model::EventStatus;
+use crate::read::{Access, Head, Snapshot, Table, View, Visibility, NONE};
+
+/// What decides staleness besides the subject.
+pub(super) struct StaleCtx<'a> {
+    pub(super) vectors: &'a VectorStore,
+    pub(super) min_similarity: f32,
+}
+
+impl StaleCtx<'_> {
+    /// Whether `newer` is about the same thing as `older` (summary embeddings close enough).
+    pub(super) fn similar(&self, older: u32, newer: u32) -> bool {
+        if self.min_similarity <= 0.0 {
+            return true;
+        }
+        self.vectors
+            .with_vector(older, |a| self.vectors.with_vector(newer, |b| dot(a, b)))
+            .flatten()
+            .is_some_and(|cos| cos >= self.min_similarity)
+    }
+}
+
+/// The newest event that the grant may see, is active in the view, occurred later and is
+/// about the same thing: on the same subject (same actor), or stated by the subject itself
+/// on the same topic.
+pub(super) fn stale_by(
+    table: &Table,
+    ctx: &StaleCtx<'_>,
+    h: &Head,
+    access: &Access,
+    view: &View,
+) -> Option<u32> {
+    if h.subject == NONE && h.topic == NONE {
+        return None;
+    }
+    table
+        .subject_docs(h.subject)
+        .iter()
+        .chain(table.voice_docs(h.topic))
+        .filter(|d| **d != h.doc)
+        .map(|d| table.head(*d))
+        .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
+        .filter(|o| access.status(table, view, o) == Some(EventStatus::Active))
+        .filter(|o| o.subject == h.subject || table.same_topic(h.doc, o.doc))
+        .filter(|o| ctx.similar(h.doc, o.doc))
+        .max_by_key(|o| (o.occurred_ms, o.doc))
+        .map(|o| o.doc)
+}
+
+/// Heads per rayon task when looking for newer events (below one task, no fan-out).
+pub(super) const STALE_CHUNK: usize = 1024;
+
+/// Splits stale events out (dropped, or kept and marked with the newer event's id when
+/// `keep`).
+pub(super) fn apply_staleness(
+    snap: &Snapshot<'_>,
+    config: &RecallConfig,
+    access: &Access,
+    heads: Vec<Head>,
+    vis: &Visibility,
+    keep: bool,
+) -> (Vec<Head>, HashMap<u32, String>) {
+    let vectors = &snap.vectors;
+    let ctx = StaleCtx {
+        vectors,
+        min_similarity: config.stale_min_similarity,
+    };
+    let table: &Table = &snap.table;
+    let view = View::new(vis);
+    let newer = |h: &Head| stale_by(table, &ctx, h, access, &view);
+    // Each head's subject lists are scattered reads: broad sets look on both cores.
+    let newer: Vec<Option<u32>> = if heads.len() <= STALE_CHUNK {
+        heads.iter().map(newer).collect()
+    } else {
+        heads
+            .par_iter()
+            .with_min_len(STALE_CHUNK)
+            .map(newer)
+            .collect()
+    };
+    let mut marks = HashMap::new();
+    let mut out = Vec::with_capacity(heads.len());
+    for (h, newer) in heads.into_iter().zip(newer) {
+        match newer {
+            Some(by) if keep => {
+                if let Some(newer) = table.get(by) {
+                    marks.insert(h.doc, newer.event.event_id.clone());
+                }
+                out.push(h);
+            }
+            Some(_) => {}
+            None => out.push(h),
+        }
+    }
+    (out, marks)
+}
