@@ -1,4 +1,4 @@
-//! `episodic eval scenarios`: a labelled suite of small stories run end to end through the
+//! `episodic-eval scenarios`: a labelled suite of small stories run end to end through the
 //! engine, scored on the seed's evaluation metrics.
 //!
 //! Role: each scenario ([`format`]) is a story over two or more tenants: direct writes,

@@ -5,8 +5,8 @@
 //! it, the date signal must lift its arm above the episode arm, and the question penalty must
 //! lift the default above the date arm.
 
-use episodic::eval::locomo::{evaluate, Options};
-use episodic::eval::metrics::OVERALL;
+use episodic_eval::locomo::{evaluate, Options};
+use episodic_eval::metrics::OVERALL;
 
 use crate::common::{arm_recall, assert_floors, assert_lifts, model_dir, shared_data};
 
@@ -18,6 +18,7 @@ fn locomo_first_conversation_meets_recall_floor() {
         model_dir: model_dir(),
         ablation: true,
         partition_probe_share: None,
+        rankings: None,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);

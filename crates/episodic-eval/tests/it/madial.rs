@@ -3,8 +3,8 @@
 //! below the measured figures (the run is deterministic), and the default ranking must beat
 //! its dense-only ablation arm.
 
-use episodic::eval::madial::{evaluate, Options};
-use episodic::eval::metrics::OVERALL;
+use episodic_eval::madial::{evaluate, Options};
+use episodic_eval::metrics::OVERALL;
 
 use crate::common::{arm_recall, assert_floors, assert_lifts, model_dir, shared_data};
 
@@ -18,6 +18,7 @@ fn madial_english_meets_recall_floor() {
         model_dir: model_dir(),
         ablation: true,
         partition_probe_share: None,
+        rankings: None,
     })
     .expect("MADial-Bench eval runs");
     assert_eq!(report.counts.memories, 160);
