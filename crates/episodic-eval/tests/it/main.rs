@@ -1,6 +1,7 @@
 //! Evaluation regression floors with the real embedding model, and the `episodic-eval`
 //! binary end to end.
 
+mod cli;
 mod common;
 mod locomo;
 mod madial;
