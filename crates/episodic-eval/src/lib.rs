@@ -7,9 +7,9 @@
 //! write path (validation, policy, log, indexes) into a throw-away data directory, asks each
 //! benchmark question through the engine's recall, and scores the ranked event ids against
 //! the gold ids ([`metrics`]). It prints a table and writes a JSON report. This crate sits
-//! outside the server and uses only the `episodic` library's public API; the engine calls
-//! that exist for it (precomputed vectors, ranking under another configuration) are marked
-//! there as diagnostics surfaces for offline evaluation.
+//! outside the server and uses only the `episodic` library's public API; the items public
+//! there only for it (`Engine::recall_ranked`, `Principal::from_parts`) say so in their docs,
+//! as diagnostics surfaces for offline evaluation.
 //!
 //! Invariants:
 //! - one engine configuration for every dataset: [`EngineConfig::new`] defaults (ranking
