@@ -14,8 +14,10 @@
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
 //! `retrieve` ← `engine` ← `api` ↔ `mcp` (the router mounts `mcp`, whose tools reuse `api`'s
-//! state and write/observe glue); `model`, `embed` ← `observe` ← `api`; and `engine` ←
-//! `eval` (offline quality benchmarks, run by `episodic eval`).
+//! state and write/observe glue); and `model`, `embed` ← `observe` ← `api`. Offline quality
+//! evaluation (LoCoMo, MADial-Bench, the observe classifier's labelled sets, the scenario
+//! suite) lives outside this crate, in the `episodic-eval` workspace member, which uses only
+//! this library's public API.
 
 pub mod api;
 pub mod audit;
@@ -26,7 +28,6 @@ pub mod credentials;
 pub mod embed;
 pub mod engine;
 pub mod error;
-pub mod eval;
 pub mod fsutil;
 pub mod index;
 pub mod mcp;

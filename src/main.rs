@@ -39,8 +39,6 @@ enum Command {
     Export(episodic::transfer::ExportArgs),
     /// Serve MCP over stdin/stdout as one API key (`--stdio`).
     Mcp(McpArgs),
-    /// Measure retrieval quality on a public benchmark (LoCoMo, MADial-Bench).
-    Eval(episodic::eval::EvalArgs),
     /// Check that the log and audit trail hold everything acknowledged; with
     /// `--accept-loss`, start over from what they hold after a refused start (stop the server
     /// first). Events known to be deleted stay deleted.
@@ -145,7 +143,6 @@ fn main() -> ExitCode {
             data_dir,
             accept_loss,
         } => recover(data_dir, accept_loss),
-        Command::Eval(args) => episodic::eval::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,7 +12,12 @@ pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey, Revocation};
 
 impl Principal {
     /// A principal from a key record's fields (for the key store).
-    pub(crate) fn from_parts(
+    ///
+    /// Public only as a diagnostics surface for offline evaluation: the scenario suite of
+    /// `episodic-eval` plays writers, readers, reviewers and actor-limited keys in process
+    /// without a key store. Nothing here authenticates anyone: the server only ever gets a
+    /// principal from [`KeyStore::authenticate`].
+    pub fn from_parts(
         key_id: String,
         tenant: Option<String>,
         roles: Vec<String>,

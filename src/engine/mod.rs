@@ -744,7 +744,9 @@ impl Engine {
     }
 
     /// Like [`Engine::recall_with_vector`], ranked with `rank` instead of the configured
-    /// ranking (ablations: the same data and scope under other weights).
+    /// ranking (ablations: the same data and scope under other weights). A diagnostics
+    /// surface for offline evaluation (`episodic-eval ... --ablation`); the server never
+    /// ranks under another configuration.
     pub fn recall_ranked(
         &self,
         grant: &TenantGrant,

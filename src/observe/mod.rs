@@ -28,7 +28,6 @@
 //!   (where the write policy denies any event still holding a credential).
 
 pub mod classify;
-pub mod eval;
 pub mod privacy;
 pub mod request;
 

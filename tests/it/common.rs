@@ -1,7 +1,6 @@
 //! Shared fixtures: the real model (loaded once), an in-process app over a temp data dir,
 //! and small request helpers.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,26 +17,9 @@ use episodic::api::{router, AppState};
 use episodic::auth::KeyStore;
 use episodic::embed::{EmbedError, Embedder, FastEmbedder};
 use episodic::engine::{Engine, EngineConfig};
-use episodic::eval::metrics::OVERALL;
-use episodic::eval::ArmReport;
 
 /// The in-process apps' admin key (it must pass the start-up strength rule).
 pub const ADMIN: &str = "test-admin-Kq8vZ2xLp9Wm4Rt7Yb3Nc6Hd";
-
-/// `rel` under the shared benchmark data beside the repository clone; panics naming what is
-/// missing when it is not there.
-pub fn shared_data(rel: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    assert!(
-        path.exists(),
-        "benchmark data not found at {}: the eval tests need the shared benchmark data ({rel}) \
-         beside the repository clone",
-        path.display()
-    );
-    path
-}
 
 pub fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
@@ -256,44 +238,6 @@ pub const BREAKDOWN_PARTS: [&str; 10] = [
     "trust",
     "confidence",
 ];
-
-/// Overall recall@k of the eval ablation arm `name`.
-pub fn arm_recall<'a>(arms: &'a [ArmReport], name: &str) -> &'a BTreeMap<usize, f64> {
-    &arms
-        .iter()
-        .find(|a| a.name == name)
-        .unwrap_or_else(|| panic!("ablation arm {name}"))
-        .groups[OVERALL]
-        .recall
-}
-
-/// Asserts that `recall` is at least each `(k, floor)`.
-pub fn assert_floors(recall: &BTreeMap<usize, f64>, floors: &[(usize, f64)]) {
-    for &(k, floor) in floors {
-        assert!(
-            recall[&k] >= floor,
-            "recall@{k} {:.3} fell below {floor}",
-            recall[&k]
-        );
-    }
-}
-
-/// Asserts that the recall of `with` beats that of `without` at each cut-off in `ks`.
-pub fn assert_lifts(
-    what: &str,
-    with: &BTreeMap<usize, f64>,
-    without: &BTreeMap<usize, f64>,
-    ks: &[usize],
-) {
-    for k in ks {
-        assert!(
-            with[k] > without[k],
-            "{what} must lift recall@{k}: {:.3} against {:.3} without it",
-            with[k],
-            without[k]
-        );
-    }
-}
 
 /// Asserts that the weighted parts of a recall hit's breakdown sum to its score.
 pub fn assert_parts_sum_to_score(hit: &Value) {

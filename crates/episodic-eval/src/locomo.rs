@@ -24,8 +24,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use time::{Date, Month, PrimitiveDateTime, Time};
 
-use super::metrics::{GroupReport, OVERALL};
-use super::{
+use crate::metrics::{GroupReport, OVERALL};
+use crate::{
     render_arms, score_all, secs, ArmReport, ConfigReport, Doc, EvalPartitions, Harness, Query,
     WallTimes,
 };
@@ -55,7 +55,7 @@ pub struct Options {
     pub ablation: bool,
     /// Partitioned recall probing this share of the lists (default: exact recall).
     pub partition_probe_share: Option<f64>,
-    /// Where to write every question's rankings (see [`super::write_rankings`]).
+    /// Where to write every question's rankings (see [`crate::write_rankings`]).
     pub rankings: Option<PathBuf>,
 }
 
@@ -376,7 +376,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         .collect();
     let ranked = harness.rank_all(&queries)?;
     let query = secs(t);
-    super::write_rankings(opts.rankings.as_deref(), &queries, &ranked)?;
+    crate::write_rankings(opts.rankings.as_deref(), &queries, &ranked)?;
 
     let golds = convs
         .iter()

@@ -1,11 +1,15 @@
-//! Retrieval-quality evaluation on public benchmarks (LoCoMo, MADial-Bench) and on the
+//! Offline quality evaluation of the `episodic` engine: retrieval on public benchmarks
+//! (LoCoMo, MADial-Bench), the observe classifier on its labelled sets ([`observe`]) and the
 //! labelled scenario suite of `data/scenarios/` ([`scenarios`]).
 //!
-//! Role: `episodic eval <dataset>` loads a benchmark from a path given on the command line
+//! Role: `episodic-eval <dataset>` loads a benchmark from a path given on the command line
 //! (the data is never copied into the repository), ingests it through the engine's normal
 //! write path (validation, policy, log, indexes) into a throw-away data directory, asks each
 //! benchmark question through the engine's recall, and scores the ranked event ids against
-//! the gold ids ([`metrics`]). It prints a table and writes a JSON report.
+//! the gold ids ([`metrics`]). It prints a table and writes a JSON report. This crate sits
+//! outside the server and uses only the `episodic` library's public API; the items public
+//! there only for it (`Engine::recall_ranked`, `Principal::from_parts`) say so in their docs,
+//! as diagnostics surfaces for offline evaluation.
 //!
 //! Invariants:
 //! - one engine configuration for every dataset: [`EngineConfig::new`] defaults (ranking
@@ -20,6 +24,7 @@
 pub mod locomo;
 pub mod madial;
 pub mod metrics;
+pub mod observe;
 pub mod scenarios;
 
 use std::path::{Path, PathBuf};
@@ -32,24 +37,16 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use crate::auth::TenantGrant;
-use crate::embed::{Embedder, FastEmbedder};
-use crate::engine::{Engine, EngineConfig};
-use crate::rank::RankConfig;
-use crate::retrieve::{RecallRequest, Scope};
+use episodic::auth::TenantGrant;
+use episodic::embed::{Embedder, FastEmbedder};
+use episodic::engine::{Engine, EngineConfig};
+use episodic::rank::RankConfig;
+use episodic::retrieve::{RecallRequest, Scope};
 
 /// Hits requested from recall per question (the largest cut-off scored is 50).
 pub const DEPTH: usize = 50;
 /// Key id recorded on every eval write.
 const EVAL_ACTOR: &str = "eval";
-
-/// `episodic eval` arguments.
-#[derive(Debug, Clone, Args)]
-pub struct EvalArgs {
-    /// Which benchmark to run.
-    #[command(subcommand)]
-    pub dataset: Dataset,
-}
 
 /// The benchmarks.
 #[derive(Debug, Clone, Subcommand)]
@@ -65,7 +62,7 @@ pub enum Dataset {
     Scenarios(ScenariosArgs),
 }
 
-/// `episodic eval scenarios` arguments.
+/// `episodic-eval scenarios` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct ScenariosArgs {
     /// A scenario file or a directory of `*.jsonl` scenario files.
@@ -82,7 +79,7 @@ pub struct ScenariosArgs {
     pub model_dir: PathBuf,
 }
 
-/// `episodic eval observe` arguments.
+/// `episodic-eval observe` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct ObserveArgs {
     /// Labelled JSONL set.
@@ -98,12 +95,12 @@ pub struct ObserveArgs {
 
 /// Runs the observe classifier over a labelled set and prints the summary.
 fn run_observe(a: &ObserveArgs) -> anyhow::Result<()> {
-    use crate::observe::{eval, Observer};
-    let embedder = crate::embed::FastEmbedder::load(&a.model_dir)?;
+    use episodic::observe::Observer;
+    let embedder = FastEmbedder::load(&a.model_dir)?;
     let observer = Observer::new(&embedder)?;
-    let items = eval::load(&a.path)?;
-    let max = crate::model::validate::Limits::default().max_summary_bytes;
-    let report = eval::evaluate(&observer, &embedder, &items, max)?;
+    let items = observe::load(&a.path)?;
+    let max = episodic::model::validate::Limits::default().max_summary_bytes;
+    let report = observe::evaluate(&observer, &embedder, &items, max)?;
     if let Some(out) = &a.out {
         std::fs::write(out, serde_json::to_vec_pretty(&report)?)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
@@ -171,7 +168,7 @@ pub struct CommonArgs {
 /// Partitioned recall in an eval: the share of lists probed and the events to wait for.
 #[derive(Debug, Clone, Copy)]
 pub struct EvalPartitions {
-    /// See [`crate::retrieve::RecallConfig::partition_probe_share`].
+    /// See [`episodic::retrieve::RecallConfig::partition_probe_share`].
     pub probe_share: f64,
     /// Partitions are built once this many events are stored (the whole set).
     pub events: usize,
@@ -191,7 +188,7 @@ impl EvalPartitions {
 /// Scopes up to this size are scored exactly in an eval with partitions.
 const EVAL_EXACT_MAX: usize = 100;
 
-/// `episodic eval locomo` arguments.
+/// `episodic-eval locomo` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct LocomoArgs {
     /// Path to locomo10.json.
@@ -205,7 +202,7 @@ pub struct LocomoArgs {
     pub common: CommonArgs,
 }
 
-/// `episodic eval madial` arguments.
+/// `episodic-eval madial` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct MadialArgs {
     /// The madial_bench directory (holding en/ and zh/).
@@ -216,9 +213,9 @@ pub struct MadialArgs {
     pub common: CommonArgs,
 }
 
-/// Runs `episodic eval`: evaluates, prints the table and writes the JSON report.
-pub fn run(args: EvalArgs) -> anyhow::Result<()> {
-    let (name, common, report) = match args.dataset {
+/// Runs `episodic-eval <dataset>`: evaluates, prints the table and writes the JSON report.
+pub fn run(dataset: Dataset) -> anyhow::Result<()> {
+    let (name, common, report) = match dataset {
         Dataset::Observe(a) => return run_observe(&a),
         Dataset::Scenarios(a) => return run_scenarios(&a),
         Dataset::Locomo(a) => {
@@ -749,7 +746,7 @@ impl Harness {
 }
 
 /// A problem with its field errors spelled out.
-fn describe(p: &crate::error::Problem) -> String {
+fn describe(p: &episodic::error::Problem) -> String {
     let mut s = p.to_string();
     for e in &p.errors {
         s.push_str(&format!("; {}: {}", e.field, e.message));

@@ -11,9 +11,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::{prepare, Observer, Role};
-use crate::embed::Embedder;
-use crate::model::PrivacyClass;
+use episodic::embed::Embedder;
+use episodic::model::PrivacyClass;
+use episodic::observe::{prepare, Observer, Role};
 
 /// One labelled interaction.
 #[derive(Debug, Clone, Deserialize)]
@@ -22,6 +22,7 @@ pub struct Labelled {
     /// The interaction text.
     pub text: String,
     /// Who said it.
+    #[serde(deserialize_with = "role")]
     pub role: Role,
     /// `store` or `ignore`.
     pub expect: Expect,
@@ -43,14 +44,13 @@ pub enum Expect {
     Ignore,
 }
 
-impl<'de> Deserialize<'de> for Role {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown role {s}")))
-    }
+/// A [`Role`] from its wire string.
+fn role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Role, D::Error> {
+    let s = String::deserialize(d)?;
+    Role::ALL
+        .into_iter()
+        .find(|r| r.as_str() == s)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown role {s}")))
 }
 
 /// One item the observer got wrong.
@@ -206,7 +206,7 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::HashingEmbedder;
+    use episodic::embed::HashingEmbedder;
 
     #[test]
     fn counts_precision_recall_and_accuracies() {

@@ -7,14 +7,14 @@
 //! data, so any new failure breaks the build and a fix shows up as a list to shorten.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use episodic::eval::scenarios::{evaluate, load, Options};
+use episodic_eval::scenarios::{evaluate, load, Options};
 
-use crate::common::model_dir;
+use crate::common::{model_dir, repo_root};
 
 fn suite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/scenarios")
+    repo_root().join("data/scenarios")
 }
 
 /// Failures the engine has today, by kind and scenario: none.

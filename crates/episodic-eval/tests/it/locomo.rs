@@ -5,8 +5,8 @@
 //! it, the date signal must lift its arm above the episode arm, and the question penalty must
 //! lift the default above the date arm.
 
-use episodic::eval::locomo::{evaluate, Options};
-use episodic::eval::metrics::OVERALL;
+use episodic_eval::locomo::{evaluate, Options};
+use episodic_eval::metrics::OVERALL;
 
 use crate::common::{arm_recall, assert_floors, assert_lifts, model_dir, shared_data};
 

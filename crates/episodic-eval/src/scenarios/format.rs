@@ -22,9 +22,9 @@ use anyhow::{anyhow, bail, Context};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::{Confidence, PrivacyClass, SourceTrust, Timestamp};
-use crate::policy::WritePolicy;
-use crate::retrieve::Scope;
+use episodic::model::{Confidence, PrivacyClass, SourceTrust, Timestamp};
+use episodic::policy::WritePolicy;
+use episodic::retrieve::Scope;
 
 /// One scenario: a header and its steps, in file order.
 #[derive(Debug, Clone)]

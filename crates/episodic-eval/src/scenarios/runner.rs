@@ -18,13 +18,13 @@ use super::format::{
     RecallStep, Scenario, TimelineStep, UnsafeKind, WriteExpect, WriteStep,
 };
 use super::report::{round4, targets, Failure, FamilyAcc, Report, Tally};
-use crate::auth::{roles, Limits, Principal, TenantGrant};
-use crate::embed::{Embedder, FastEmbedder};
-use crate::engine::{Engine, EngineConfig};
-use crate::error::{ErrorCode, Problem};
-use crate::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
-use crate::observe::{prepare, Observer};
-use crate::retrieve::{evidence, RecallRequest, Scope, TimelineQuery};
+use episodic::auth::{roles, Limits, Principal, TenantGrant};
+use episodic::embed::{Embedder, FastEmbedder};
+use episodic::engine::{Engine, EngineConfig};
+use episodic::error::{ErrorCode, Problem};
+use episodic::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
+use episodic::observe::{prepare, Observer};
+use episodic::retrieve::{evidence, RecallRequest, Scope, TimelineQuery};
 
 /// How far ahead of the real clock an expiry already past in the story is written.
 const EXPIRY_GRACE_MS: i64 = 400;
@@ -171,7 +171,7 @@ fn play(
     embedder: &Arc<FastEmbedder>,
     s: &Scenario,
 ) -> anyhow::Result<Outcome> {
-    let dir = super::super::TempDir::new()?;
+    let dir = crate::TempDir::new()?;
     let mut config = EngineConfig::new(dir.0.clone());
     if let Some(p) = &s.policy {
         config.policy = p.clone();
@@ -290,7 +290,7 @@ fn reviewer(tenant: &str) -> TenantGrant {
 }
 
 /// The write decision as the story labels it.
-fn write_result(r: &Result<crate::engine::WriteOutcome, Problem>) -> WriteExpect {
+fn write_result(r: &Result<episodic::engine::WriteOutcome, Problem>) -> WriteExpect {
     match r {
         Ok(o) => match o.decision {
             Decision::Allow { .. } => WriteExpect::Allow,
@@ -381,7 +381,7 @@ impl Play<'_> {
             "summary": e.summary,
             "sourceRefs": e.source,
             "sourceTrust": e.trust,
-            "confidence": e.confidence.unwrap_or(crate::model::Confidence::High),
+            "confidence": e.confidence.unwrap_or(episodic::model::Confidence::High),
             "privacyClass": e.privacy.unwrap_or(PrivacyClass::Internal),
             "retention": retention,
         });
@@ -599,7 +599,7 @@ impl Play<'_> {
         kind: UnsafeKind,
         secret: Option<&str>,
         what: &str,
-        stored: Option<&crate::engine::WriteOutcome>,
+        stored: Option<&episodic::engine::WriteOutcome>,
     ) {
         self.tally.unsafe_labelled += 1;
         let Some(o) = stored else { return };

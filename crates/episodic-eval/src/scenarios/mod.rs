@@ -1,7 +1,7 @@
-//! `episodic eval scenarios`: a labelled suite of small stories run end to end through the
+//! `episodic-eval scenarios`: a labelled suite of small stories run end to end through the
 //! engine, scored on the seed's evaluation metrics.
 //!
-//! Role: each scenario ([`format`]) is a story over two or more tenants: direct writes,
+//! Role: each scenario ([`format`](mod@format)) is a story over two or more tenants: direct writes,
 //! interactions sent through the observer, reviews, corrections, deletions, erasures,
 //! expiries, compaction, then recalls, timelines and gets with expected results. The runner
 //! ([`run`]) plays every scenario on a fresh engine in its own temporary data directory with

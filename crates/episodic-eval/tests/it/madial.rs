@@ -3,8 +3,8 @@
 //! below the measured figures (the run is deterministic), and the default ranking must beat
 //! its dense-only ablation arm.
 
-use episodic::eval::madial::{evaluate, Options};
-use episodic::eval::metrics::OVERALL;
+use episodic_eval::madial::{evaluate, Options};
+use episodic_eval::metrics::OVERALL;
 
 use crate::common::{arm_recall, assert_floors, assert_lifts, model_dir, shared_data};
 
