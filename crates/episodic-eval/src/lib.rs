@@ -35,7 +35,6 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde_json::Value;
-use tokio::task::JoinSet;
 
 use episodic::auth::TenantGrant;
 use episodic::embed::{Embedder, FastEmbedder};
@@ -612,21 +611,22 @@ impl Harness {
         let vectors = self.embed(texts)?;
         let embed_secs = secs(t);
         self.runtime.block_on(async {
-            let mut set = JoinSet::new();
-            for (doc, vector) in docs.iter().zip(vectors) {
-                let engine = self.engine.clone();
+            // Every write is sent to the writer at its first poll (a given vector means no
+            // await before that), and `join_all` polls them in order: the events are stored
+            // in document order, so ties in the ranking break the same way in every run.
+            let writes = docs.iter().zip(vectors).map(|(doc, vector)| {
                 let grant = TenantGrant::internal(&doc.tenant, EVAL_ACTOR);
-                let body = doc.body.clone();
-                let id = format!("{}/{}", doc.tenant, doc.event_id);
-                set.spawn(async move {
-                    engine
-                        .write_embedded(&grant, &body, vector, false)
+                async move {
+                    self.engine
+                        .write_embedded(&grant, &doc.body, vector, false)
                         .await
-                        .map_err(|p| anyhow::anyhow!("writing {id}: {}", describe(&p)))
-                });
-            }
-            while let Some(done) = set.join_next().await {
-                done.context("write task")??;
+                        .map_err(|p| {
+                            anyhow::anyhow!("writing {}/{}: {}", doc.tenant, doc.event_id, describe(&p))
+                        })
+                }
+            });
+            for done in futures::future::join_all(writes).await {
+                done?;
             }
             self.engine
                 .refresh()
