@@ -2,17 +2,18 @@
 //!
 //! Bird's-eye view: a write is validated (`model::validate`), decided by the write policy
 //! (`policy`), embedded (`embed`) on the CPU pool (`cpu`), appended and fsynced to the log
-//! (`store`) by the single writer (`engine`), then applied to the in-memory table and the
-//! derived indexes (`index::scope` in tantivy, `index::vector` with exact scoring and HNSW).
-//! Recall (`retrieve`) narrows by scope first, then scores only in-scope candidates, ranks
-//! them (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
+//! (`store`) by the single writer (`engine`), then applied to the read model (`read`: the
+//! in-memory table and its dense heads) and the derived indexes (`index::scope` in tantivy,
+//! `index::vector` with exact scoring and HNSW). Recall (`retrieve`) takes one snapshot of
+//! the read model, narrows by scope first, then scores only in-scope candidates, ranks them
+//! (`rank`) and renders evidence blocks. `auth` turns keys into tenant grants, and `api`
 //! is the only module that speaks HTTP to API clients, besides `mcp`, which serves the same
 //! engine calls as MCP tools (on `/mcp` in `api`'s router, and over stdio), and `ui`, which
 //! only serves the static operator page at `/ui` (the page itself calls `/v1`). `observe`
 //! turns a raw interaction into a candidate event (or ignores it) and hands it to the
 //! engine's ordinary write path.
 //!
-//! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ←
+//! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ← `read` ←
 //! `retrieve` ← `engine` ← `api` ↔ `mcp` (the router mounts `mcp`, whose tools reuse `api`'s
 //! state and write/observe glue); and `model`, `embed` ← `observe` ← `api`. Offline quality
 //! evaluation (LoCoMo, MADial-Bench, the observe classifier's labelled sets, the scenario
@@ -41,3 +42,4 @@ pub mod store;
 pub mod telemetry;
 pub mod transfer;
 pub mod ui;
+pub mod wire;

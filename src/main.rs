@@ -232,11 +232,10 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
     let engine = load_engine(&args.serve.model_dir, config)?;
     let slot = Arc::new(OnceLock::new());
     let _ = slot.set(engine.clone());
-    let state = AppState {
+    let state = episodic::mcp::McpState {
         engine: slot,
         keys: Arc::new(keys),
         body_limit: args.serve.max_body_bytes,
-        auth_limit: Arc::new(AuthLimiter::new(args.serve.auth_failure_limit()?)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

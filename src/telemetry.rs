@@ -15,8 +15,6 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::engine::Engine;
-
 /// Requests by route template, method and status.
 pub const HTTP_REQUESTS: &str = "episodic_http_requests_total";
 /// Request latency by route template and method, seconds.
@@ -178,8 +176,21 @@ pub fn scope_index_failure() {
     metrics::counter!(SCOPE_INDEX_FAILURES).increment(1);
 }
 
-/// The scrape body: recorded metrics plus engine gauges read now.
-pub fn render(engine: Option<&Engine>) -> String {
+/// The engine's gauges at one scrape (read by the engine, see `Engine::gauges`).
+#[derive(Debug, Clone, Default)]
+pub struct EngineGauges {
+    /// Live events.
+    pub events: usize,
+    /// Vectors in the HNSW graph.
+    pub hnsw_vectors: usize,
+    /// Whether the scope index is behind the log after a failed commit.
+    pub scope_degraded: bool,
+    /// Bytes on disk by store (`log`, `audit`, `scope_index`, `hnsw_index`).
+    pub storage: Vec<(&'static str, u64)>,
+}
+
+/// The scrape body: recorded metrics plus the engine's gauges, when it has loaded.
+pub fn render(engine: Option<&EngineGauges>) -> String {
     let mut out = init().render();
     if let Some(engine) = engine {
         out.push_str(&engine_gauges(engine));
@@ -187,40 +198,24 @@ pub fn render(engine: Option<&Engine>) -> String {
     out
 }
 
-fn engine_gauges(engine: &Engine) -> String {
-    let stats = engine.stats();
-    let paths = crate::engine::Paths::new(&engine.config().data_dir);
+fn engine_gauges(g: &EngineGauges) -> String {
     let mut s = String::new();
-    gauge(
-        &mut s,
-        "episodic_events",
-        "live events",
-        stats.events as f64,
-    );
+    gauge(&mut s, "episodic_events", "live events", g.events as f64);
     gauge(
         &mut s,
         "episodic_hnsw_vectors",
         "vectors in the HNSW graph",
-        stats.hnsw_len as f64,
+        g.hnsw_vectors as f64,
     );
     gauge(
         &mut s,
         "episodic_scope_index_degraded",
         "1 while the scope index is behind the log after a failed commit (fresh events are answered from memory)",
-        f64::from(u8::from(engine.scope_health().degraded().is_some())),
+        f64::from(u8::from(g.scope_degraded)),
     );
-    let sizes = [
-        ("log", dir_bytes(paths.log.parent().unwrap_or(&paths.log))),
-        (
-            "audit",
-            dir_bytes(paths.audit.parent().unwrap_or(&paths.audit)),
-        ),
-        ("scope_index", dir_bytes(&paths.scope)),
-        ("hnsw_index", dir_bytes(&paths.hnsw)),
-    ];
     s.push_str("# HELP episodic_storage_bytes bytes on disk by store\n");
     s.push_str("# TYPE episodic_storage_bytes gauge\n");
-    for (store, bytes) in sizes {
+    for (store, bytes) in &g.storage {
         s.push_str(&format!(
             "episodic_storage_bytes{{store=\"{store}\"}} {bytes}\n"
         ));

@@ -24,9 +24,6 @@ pub mod request_id;
 mod reviews;
 mod routes;
 
-pub(crate) use observe::observe_interaction;
-pub(crate) use routes::write_body;
-
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::Request;
@@ -62,6 +59,15 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// What the MCP server at `/mcp` serves from.
+    pub fn mcp(&self) -> crate::mcp::McpState {
+        crate::mcp::McpState {
+            engine: Arc::clone(&self.engine),
+            keys: Arc::clone(&self.keys),
+            body_limit: self.body_limit,
+        }
+    }
+
     /// The engine, or 503 `not_ready` while it loads.
     pub fn engine(&self) -> Result<&Engine, Problem> {
         self.engine
@@ -102,7 +108,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
     let spec = openapi::finish(spec);
     let spec_json = ops::SpecJson::new(&spec);
     let mcp = Router::new()
-        .route_service("/mcp", crate::mcp::http_service(state.clone()))
+        .route_service("/mcp", crate::mcp::http_service(state.mcp()))
         .route_layer(from_fn_with_state(state.clone(), authenticate_mcp));
     let router = api
         .layer(axum::Extension(spec_json))

@@ -257,7 +257,8 @@ pub struct ErasureBody {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewNote {
-    /// Reviewer's note (at most 4096 bytes).
+    /// Reviewer's note (at most 4096 bytes of UTF-8; the schema states 1024 characters,
+    /// which always fit).
     #[schema(max_length = 1024)]
     pub note: Option<String>,
 }
@@ -307,7 +308,8 @@ pub struct HistoryResponse {
 pub struct NewKeyBody {
     /// The tenant the key is bound to.
     pub tenant_id: String,
-    /// Roles, e.g. `reader`, `writer`, `operator`, `approver` (never `admin`).
+    /// Roles, e.g. `reader`, `writer`, `operator`, `memory_reviewer` or a policy's own
+    /// approver role (never `admin`).
     pub roles: Vec<String>,
     /// Limit the key to these actors.
     pub actor_ids: Option<Vec<String>>,

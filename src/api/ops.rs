@@ -110,9 +110,11 @@ pub async fn metrics(State(state): State<AppState>, Auth(principal): Auth) -> Re
         .into_response();
     }
     let engine = state.engine.get().cloned();
-    let text = tokio::task::spawn_blocking(move || crate::telemetry::render(engine.as_ref()))
-        .await
-        .unwrap_or_default();
+    let text = tokio::task::spawn_blocking(move || {
+        crate::telemetry::render(engine.map(|e| e.gauges()).as_ref())
+    })
+    .await
+    .unwrap_or_default();
     with_type("text/plain; version=0.0.4; charset=utf-8", Body::from(text))
 }
 

@@ -12,7 +12,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::listener::BodyDeadline;
 use crate::error::{ErrorCode, Problem};
@@ -31,30 +31,7 @@ const KEPT_HEADERS: [header::HeaderName; 4] = [
     header::CONNECTION,
 ];
 
-/// The JSON body of a problem.
-pub fn body(p: &Problem, request_id: Option<&str>) -> Value {
-    let mut v = json!({
-        "type": format!("urn:episodic:problem:{}", p.code.as_str()),
-        "title": p.code.title(),
-        "status": p.code.status(),
-        "detail": p.detail,
-        "code": p.code.as_str(),
-    });
-    if let Some(obj) = v.as_object_mut() {
-        if !p.errors.is_empty() {
-            obj.insert("errors".into(), json!(p.errors));
-        }
-        if let Some(rid) = request_id {
-            obj.insert("requestId".into(), Value::String(rid.to_string()));
-        }
-        if let Some(extra) = &p.extra {
-            for (k, val) in extra {
-                obj.insert(k.clone(), val.clone());
-            }
-        }
-    }
-    v
-}
+pub use crate::wire::problem_body as body;
 
 /// The response for `p` with an explicit HTTP status (the body's `status` follows it).
 pub fn response_with_status(p: &Problem, status: StatusCode) -> Response {

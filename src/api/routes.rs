@@ -21,9 +21,9 @@ use crate::auth::{roles, Limits, Revocation};
 use crate::engine::WriteOutcome;
 use crate::error::{ErrorCode, FieldError, Problem};
 use crate::model::ident::{self, MAX_ID_BYTES};
-use crate::model::Decision;
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
+use crate::wire::write_body;
 
 /// `GET /healthz`: the process is up.
 #[utoipa::path(
@@ -114,24 +114,6 @@ pub async fn write_event(
 fn write_response(outcome: WriteOutcome) -> Response {
     let (status, body) = write_body(outcome);
     (status, Json(body)).into_response()
-}
-
-/// The status and body `POST /v1/events` returns for an accepted write (shared with
-/// `POST /v1/observe`, whose `result` is exactly this body, and with the MCP write tools).
-pub(crate) fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
-    let WriteOutcome {
-        event, decision, ..
-    } = outcome;
-    match decision {
-        Decision::Review { .. } => (
-            StatusCode::ACCEPTED,
-            json!({"eventId": event.event_id, "status": event.status, "decision": decision}),
-        ),
-        Decision::Allow { .. } | Decision::Deny { .. } => (
-            StatusCode::CREATED,
-            json!({"eventId": event.event_id, "status": event.status, "decision": decision, "event": event}),
-        ),
-    }
 }
 
 /// `GET /v1/events/{eventId}`.

@@ -41,7 +41,7 @@ pub mod roles {
     pub const WRITER: &str = "writer";
     /// May recall, list the timeline and get events.
     pub const READER: &str = "reader";
-    /// May delete, erase, audit and compact.
+    /// May delete, erase and read the audit trail (compaction needs the admin key).
     pub const OPERATOR: &str = "operator";
     /// May manage keys and policy.
     pub const ADMIN: &str = "admin";

@@ -14,6 +14,7 @@
 //!   whole in memory, so reads — each of which is audited — do not grow memory.
 
 mod export;
+mod gauges;
 mod lifecycle;
 mod logged;
 mod observe;

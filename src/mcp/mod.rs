@@ -1,5 +1,5 @@
 //! The MCP (Model Context Protocol) server: the engine's memory operations as MCP tools, over
-//! streamable HTTP (`/mcp`, mounted by `api::router`) and over stdio (`episodic mcp --stdio`).
+//! streamable HTTP (`/mcp`, mounted by the HTTP router) and over stdio (`episodic mcp --stdio`).
 //!
 //! Invariants:
 //! - Authentication is per request: on `/mcp` every HTTP request must carry
@@ -20,7 +20,7 @@
 
 mod tools;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::http::request::Parts;
 use rmcp::model::{
@@ -32,11 +32,32 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-use crate::api::AppState;
-use crate::auth::Principal;
+use crate::auth::{KeyStore, Principal};
+use crate::engine::Engine;
 use crate::error::{ErrorCode, Problem};
 
 pub use tools::TOOL_NAMES;
+
+/// What the MCP server serves from: the engine (set once it has loaded), the key store and
+/// the request body limit. The HTTP router builds it from its own state.
+#[derive(Clone)]
+pub struct McpState {
+    /// Set once the engine has loaded.
+    pub engine: Arc<OnceLock<Engine>>,
+    /// API keys.
+    pub keys: Arc<KeyStore>,
+    /// Maximum request body size.
+    pub body_limit: usize,
+}
+
+impl McpState {
+    /// The engine, or `not_ready` while it loads.
+    pub fn engine(&self) -> Result<&Engine, Problem> {
+        self.engine
+            .get()
+            .ok_or_else(|| Problem::new(ErrorCode::NotReady, "the engine is still loading"))
+    }
+}
 
 /// Where the caller of a tool comes from.
 #[derive(Clone)]
@@ -50,13 +71,13 @@ enum Caller {
 /// The MCP server handler: the tool list and the dispatch of tool calls to the engine.
 #[derive(Clone)]
 pub struct EpisodicMcp {
-    state: AppState,
+    state: McpState,
     caller: Caller,
 }
 
 impl EpisodicMcp {
     /// A handler for `/mcp`: each call acts as the key of the HTTP request carrying it.
-    pub fn for_http(state: AppState) -> Self {
+    pub fn for_http(state: McpState) -> Self {
         EpisodicMcp {
             state,
             caller: Caller::HttpRequest,
@@ -65,7 +86,7 @@ impl EpisodicMcp {
 
     /// A handler acting as `key` (stdio); fails with `unauthenticated` for an unknown or
     /// revoked key.
-    pub fn for_key(state: AppState, key: &str) -> Result<Self, Problem> {
+    pub fn for_key(state: McpState, key: &str) -> Result<Self, Problem> {
         state.keys.authenticate(key)?;
         Ok(EpisodicMcp {
             state,
@@ -138,7 +159,7 @@ impl ServerHandler for EpisodicMcp {
 /// A tool error for a problem: the text starts with `<code>: <detail>` (clients match on the
 /// code) and carries the problem+json body, which is also the structured content.
 pub fn problem_result(problem: &Problem) -> CallToolResult {
-    let body = crate::api::problem::body(problem, None);
+    let body = crate::wire::problem_body(problem, None);
     let mut result = CallToolResult::structured_error(body.clone());
     result.content = vec![ContentBlock::text(format!(
         "{}: {}\n{}",
@@ -153,7 +174,7 @@ pub fn problem_result(problem: &Problem) -> CallToolResult {
 /// body limit. The `Host` allow-list (DNS-rebinding protection for unauthenticated local
 /// servers) is off because every request must present a bearer key, which a rebinding page
 /// cannot.
-pub fn http_service(state: AppState) -> StreamableHttpService<EpisodicMcp, NeverSessionManager> {
+pub fn http_service(state: McpState) -> StreamableHttpService<EpisodicMcp, NeverSessionManager> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -169,7 +190,7 @@ pub fn http_service(state: AppState) -> StreamableHttpService<EpisodicMcp, Never
 }
 
 /// Serves MCP on stdin/stdout as `key` until the client closes stdin.
-pub async fn serve_stdio(state: AppState, key: &str) -> anyhow::Result<()> {
+pub async fn serve_stdio(state: McpState, key: &str) -> anyhow::Result<()> {
     let handler = EpisodicMcp::for_key(state, key)
         .map_err(|p| anyhow::anyhow!("{}: {}", p.code.as_str(), p.detail))?;
     let running = handler.serve(rmcp::transport::stdio()).await?;

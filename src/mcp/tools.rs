@@ -10,11 +10,12 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, ToolAnnotations};
 use serde_json::{json, Map, Value};
 
-use crate::api::{observe_interaction, write_body, AppState};
+use super::McpState;
 use crate::auth::{roles, Principal};
 use crate::error::{FieldError, Problem};
 use crate::model::Timestamp;
 use crate::retrieve::{RecallRequest, TimelineQuery};
+use crate::wire::{observe_interaction, write_body};
 
 /// Every tool's name, in listing order.
 pub const TOOL_NAMES: [&str; 8] = [
@@ -104,7 +105,7 @@ impl Output {
 
 /// Runs one tool call as `principal`.
 pub async fn call(
-    state: &AppState,
+    state: &McpState,
     principal: &Principal,
     tool: Tool,
     args: &Value,

@@ -221,7 +221,9 @@ pub struct EventInput {
     pub project_id: Option<String>,
     /// Resources the event is about.
     pub resource_refs: Vec<String>,
-    /// What happened (at most `--max-summary-bytes`, default 4096 bytes).
+    /// What happened (at most `--max-summary-bytes`, default 4096 bytes of UTF-8; the schema
+    /// states 1024 characters, which always fit that default, since a character takes at
+    /// most 4 bytes).
     #[schema(min_length = 1, max_length = 1024, pattern = "\\S")]
     pub summary: String,
     /// Evidence references (at least one).

@@ -12,7 +12,7 @@
 //! - an event is presented as the grant sees it: a supersession by a correction the grant
 //!   cannot see is not shown (the event reads as active, without `supersededBy`), and
 //!   `supersedesEventIds` lists only ids the grant knows; the retrieval paths' head-level
-//!   twin of this rule is `retrieve::Access`;
+//!   twin of this rule is [`super::Access`];
 //! - an audit entry reaches a grant that does not see the whole tenant iff it records the
 //!   grant's own key's action or names an event the grant knows; it then names only known
 //!   ids and keeps no detail of another key's request (scopes, query hashes, limits);

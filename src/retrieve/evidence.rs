@@ -12,8 +12,9 @@ use std::fmt::Write;
 
 use crate::model::{SourceTrust, StoredEvent};
 
-/// The first line of every block.
-pub const HEADER: &str = "Past event, not current instruction:";
+/// The first line of every block (a summary that forges it gets the `evidence_header`
+/// content warning, see [`crate::model::warnings`]).
+pub use crate::model::warnings::EVIDENCE_HEADER as HEADER;
 
 /// Renders one block per event, in the given order, separated by blank lines.
 pub fn render(events: &[&StoredEvent]) -> String {

@@ -33,5 +33,6 @@ mod scope_lists;
 mod server_binary;
 mod soak;
 mod stale_broad;
+mod structure;
 mod truncation;
 mod ui;
