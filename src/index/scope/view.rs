@@ -1,0 +1,219 @@
+//! Searching one commit: a [`ScopeView`] holds one searcher, so a read that searches
+//! through it sees the same documents in every search.
+
+use super::*;
+
+/// One commit of a [`ScopeIndex`], as one searcher sees it: a read that searches through
+/// one view (a recall, a timeline page) sees the same documents in every search.
+pub struct ScopeView<'a> {
+    pub(super) index: &'a ScopeIndex,
+    pub(super) searcher: Searcher,
+}
+
+impl ScopeView<'_> {
+    /// Internal ids of committed docs matching the filter, sorted ascending,
+    /// unique.
+    pub fn search(&self, filter: &ScopeFilter) -> Result<Vec<u32>, ScopeIndexError> {
+        let query = self.index.filter_query(filter);
+        let searcher = &self.searcher;
+        let collector = DocIdsCollector {
+            columns: &self.index.columns,
+        };
+        searcher
+            .search(&*query, &collector)
+            .map_err(|e| self.index.err(e))
+    }
+
+    /// Number of committed docs matching the filter (nothing materialised).
+    pub fn count(&self, filter: &ScopeFilter) -> Result<usize, ScopeIndexError> {
+        let query = self.index.filter_query(filter);
+        self.searcher
+            .search(&*query, &Count)
+            .map_err(|e| self.index.err(e))
+    }
+
+    /// Bounds on [`ScopeIndex::count`] read from term statistics alone (no posting list is
+    /// read), for a filter of the tenant and at most one actor, project or event-type list
+    /// (each event has at most one of each, so the terms' document frequencies add up);
+    /// `None` for any other filter. The upper bound also counts deleted documents not yet
+    /// merged away; the lower one subtracts every deleted document of the index.
+    pub fn count_bounds(&self, filter: &ScopeFilter) -> Option<(usize, usize)> {
+        let lists = self.index.lists(filter);
+        let mut lists = lists.iter().filter(|(_, values)| !values.is_empty());
+        let single = lists.next();
+        let simple = lists.next().is_none()
+            && filter.resource_refs.is_empty()
+            && filter.occurred_after_ms.is_none()
+            && filter.occurred_before_ms.is_none();
+        if !simple {
+            return None;
+        }
+        let searcher = &self.searcher;
+        let upper = match single {
+            None => {
+                let tenant = Term::from_field_text(self.index.fields.tenant, &filter.tenant);
+                searcher.doc_freq(&tenant).ok()? as usize
+            }
+            Some(&(field, values)) => {
+                Narrowest::list(field, &filter.tenant, values).size(searcher)?
+            }
+        };
+        let deleted: usize = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.num_deleted_docs() as usize)
+            .sum();
+        Some((upper.saturating_sub(deleted), upper))
+    }
+
+    /// The clause of `filter` that the fewest documents carry (by term statistics): one of
+    /// its actor, project and event-type lists, or the pairs of two of them (an actor and a
+    /// type, an actor and a project, a type and a project, each event indexed under its
+    /// own), when the filter narrows by something else as well (another list or a time
+    /// range) and lists no resources; `None` otherwise. Its events, all of the filter's
+    /// tenant, include the filter's; listing them ([`ScopeIndex::search_narrowest`]) and
+    /// checking each on its head spares intersecting the lists' postings, which in a large
+    /// tenant costs a seek in each list per event of the narrowest.
+    pub fn narrowest(&self, filter: &ScopeFilter) -> Option<Narrowest> {
+        if !filter.narrows_twice() {
+            return None;
+        }
+        let tenant = &filter.tenant;
+        let lists = self.index.lists(filter);
+        let lists = lists.iter().filter(|(_, values)| !values.is_empty());
+        let mut options: Vec<Narrowest> = lists
+            .map(|&(field, values)| Narrowest::list(field, tenant, values))
+            .collect();
+        let pairs = [
+            (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
+            (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
+            (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
+        ];
+        for (tag, first, second) in pairs {
+            if first.len() * second.len() > MAX_PAIR_TERMS {
+                continue;
+            }
+            let combined: Vec<String> = first
+                .iter()
+                .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
+                .collect();
+            if !combined.is_empty() {
+                options.push(Narrowest::list(self.index.fields.pair, tenant, &combined));
+            }
+        }
+        let searcher = &self.searcher;
+        options
+            .into_iter()
+            .min_by_key(|n| n.size(searcher).unwrap_or(usize::MAX))
+    }
+
+    /// Internal ids of committed docs carrying any term of `narrowest`, sorted ascending,
+    /// unique.
+    pub fn search_narrowest(&self, narrowest: &Narrowest) -> Result<Vec<u32>, ScopeIndexError> {
+        let terms = narrowest
+            .terms
+            .iter()
+            .map(|t| Term::from_field_text(narrowest.field, t))
+            .collect();
+        let query = any_of(terms, IndexRecordOption::Basic);
+        let collector = DocIdsCollector {
+            columns: &self.index.columns,
+        };
+        self.searcher
+            .search(&*query, &collector)
+            .map_err(|e| self.index.err(e))
+    }
+
+    /// BM25 lexical search of `query` restricted to `filter` (a required,
+    /// non-scoring clause); the top `k` `(doc, score)` pairs, best first (ties by id).
+    ///
+    /// The query is tokenised with the text field's analyzer and never parsed
+    /// as a query language, so punctuation and operators cannot fail. A query
+    /// without any token, or `k == 0`, returns an empty list.
+    pub fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(best_hits(self.lexical_all(filter, query)?, k))
+    }
+
+    /// Documents in `filter` matching any term of `query`, scored by BM25 alone; `None` when
+    /// the query has no term.
+    pub(super) fn text_in_scope(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Option<BooleanQuery>, ScopeIndexError> {
+        let terms = self.index.text_terms(query)?;
+        if terms.is_empty() {
+            return Ok(None);
+        }
+        let text_query = any_of(terms, IndexRecordOption::WithFreqs);
+        let scope: Box<dyn Query> =
+            Box::new(ConstScoreQuery::new(self.index.filter_query(filter), 0.0));
+        Ok(Some(BooleanQuery::new(vec![
+            (Occur::Must, scope),
+            (Occur::Must, text_query),
+        ])))
+    }
+
+    /// BM25 score of every committed document matching `filter` and any term of `query`, as
+    /// `(internal id, score)` in no particular order (recall scores each candidate by it).
+    pub fn lexical_all(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        let Some(query) = self.text_in_scope(filter, query)? else {
+            return Ok(Vec::new());
+        };
+        let collector = ScoredIdsCollector {
+            columns: &self.index.columns,
+        };
+        self.searcher
+            .search(&query, &collector)
+            .map_err(|e| self.index.err(e))
+    }
+}
+
+/// The `k` best of `hits` (`(doc, score)` pairs, as [`ScopeIndex::lexical_all`] gives them),
+/// best first, ties by id.
+pub fn best_hits(mut hits: Vec<(u32, f32)>, k: usize) -> Vec<(u32, f32)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if hits.len() > k {
+        hits.select_nth_unstable_by(k - 1, best_first);
+        hits.truncate(k);
+    }
+    hits.sort_unstable_by(best_first);
+    hits
+}
+
+/// True when the time bounds select nothing (`after >= before`).
+pub(super) fn is_empty_range(filter: &ScopeFilter) -> bool {
+    matches!(
+        (filter.occurred_after_ms, filter.occurred_before_ms),
+        (Some(after), Some(before)) if after >= before
+    )
+}
+
+/// Should-of-TermQuery group: matches documents with at least one term.
+pub(super) fn any_of(terms: Vec<Term>, option: IndexRecordOption) -> Box<dyn Query> {
+    let clauses = terms
+        .into_iter()
+        .map(|t| {
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(t, option)) as Box<dyn Query>,
+            )
+        })
+        .collect();
+    Box::new(BooleanQuery::new(clauses))
+}
