@@ -27,7 +27,7 @@ mod entry;
 mod head;
 mod partitioned;
 mod subject;
-mod table;
+pub(crate) mod table;
 mod visible;
 pub mod words;
 

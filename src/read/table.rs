@@ -437,10 +437,10 @@ impl Table {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(in crate::read) fn event(id: &str, actor: &str, source: &str) -> StoredEvent {
+    pub(crate) fn event(id: &str, actor: &str, source: &str) -> StoredEvent {
         serde_json::from_value(serde_json::json!({
             "eventId": id, "eventType": "task_milestone", "occurredAt": "2026-06-17T09:20:00Z",
             "recordedAt": "2026-06-17T09:21:00Z", "actorId": actor, "tenantId": "acme",
@@ -452,7 +452,7 @@ pub(super) mod tests {
         .expect("event")
     }
 
-    pub(in crate::read) fn entry(doc: u32, e: StoredEvent) -> Entry {
+    pub(crate) fn entry(doc: u32, e: StoredEvent) -> Entry {
         Entry {
             doc,
             seq: u64::from(doc),

@@ -190,3 +190,75 @@ pub(super) fn episode_contenders(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::super::fixture::{ev, whole, World};
+    use super::super::lexical::Bm25;
+    use super::super::query::QueryRead;
+    use super::super::scope::scope_filter;
+    use super::super::score::rank_set;
+    use super::*;
+    use crate::read::Head;
+    use crate::read::SubjectRule;
+    use crate::retrieve::Scope;
+
+    #[test]
+    fn bounding_from_codes_ranks_exactly_as_scoring_every_candidate() {
+        let mut w = World::new(SubjectRule::OFF);
+        let mut rng = StdRng::seed_from_u64(11);
+        for i in 0..600 {
+            let source = format!("s{}", i / 6);
+            let at = format!("2026-06-{:02}T{:02}:{:02}:00Z", 1 + i % 28, i % 24, i % 60);
+            let text = if i % 7 == 0 {
+                "invoice format"
+            } else {
+                "weather"
+            };
+            let v = [(); 4].map(|_| rng.gen_range(-1.0f32..1.0));
+            w.add(ev(&format!("e{i}"), "ann", &source, &at, text), v);
+        }
+        w.commit();
+        let snap = w.snapshot();
+        let grant = whole();
+        let rank = RankConfig::default();
+        let text = "what invoice format did ann want";
+        let read = QueryRead::new(&snap.table, &grant, text, &rank);
+        let filter = scope_filter("acme", &Scope::default());
+        let bm25 = Bm25::new(&snap, &filter, &read.words.lexical);
+        let set: Vec<Head> = (0..600).map(|d| snap.table.head(d)).collect();
+        let query = {
+            let q = [0.3f32, -0.5, 0.7, 0.1];
+            let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+            q.map(|x| x / n)
+        };
+        let ranked = |code_min_candidates: usize| {
+            let ctx = RankCtx {
+                snap: &snap,
+                rank: &rank,
+                query: &query,
+                text,
+                read: &read,
+                bm25: &bm25,
+                known: &[],
+                now_ms: 1_790_000_000_000,
+                code_min_candidates,
+            };
+            rank_set(&ctx, &set, 10)
+                .unwrap()
+                .iter()
+                .map(|r| (r.doc, r.score.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        let bounded = ranked(1);
+        assert_eq!(bounded.len(), 10);
+        assert_eq!(
+            bounded,
+            ranked(usize::MAX),
+            "same ids, same scores to the bit"
+        );
+    }
+}

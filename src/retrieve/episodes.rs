@@ -126,3 +126,50 @@ impl Episodes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{ev, World};
+    use super::*;
+    use crate::read::SubjectRule;
+
+    #[test]
+    fn episodes_chain_close_events_of_one_source_and_project() {
+        let mut w = World::new(SubjectRule::OFF);
+        for (id, source, at) in [
+            ("a", "s1", "2026-06-01T10:00:00Z"),
+            ("b", "s1", "2026-06-01T10:05:00Z"),
+            ("c", "s2", "2026-06-01T10:06:00Z"),
+            ("d", "s1", "2026-06-01T10:10:00Z"),
+        ] {
+            w.add(ev(id, "ann", source, at, "turn"), [1.0, 0.0, 0.0, 0.0]);
+        }
+        w.commit();
+        let snap = w.snapshot();
+        let set: Vec<Head> = (0..4).map(|d| snap.table.head(d)).collect();
+        let e = Episodes::new(&RankConfig::default(), &set);
+        assert_eq!(e.neighbours(0), [None, Some(1)]);
+        assert_eq!(
+            e.neighbours(1),
+            [Some(0), Some(3)],
+            "s2's event is not in s1's chain"
+        );
+        assert_eq!(e.neighbours(2), [None, None]);
+        assert_eq!(e.episode_of(0), e.episode_of(3));
+        assert_ne!(e.episode_of(0), e.episode_of(2));
+        let matched = |i: usize| [0.2, 0.6, 0.9, 0.4][i];
+        assert!(
+            (e.context_of(1, matched) - 0.3).abs() < 1e-6,
+            "mean of a and d"
+        );
+        let bests = e.bests(matched);
+        assert_eq!(e.best_of(0, &bests), 0.6, "the best of s1's episode");
+        assert_eq!(e.best_of(2, &bests), 0.9);
+        let off = RankConfig {
+            context_weight: 0.0,
+            episode_weight: 0.0,
+            ..RankConfig::default()
+        };
+        assert_eq!(Episodes::new(&off, &set).neighbours(1), [None, None]);
+    }
+}

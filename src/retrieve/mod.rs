@@ -22,6 +22,8 @@ mod codes;
 mod config;
 mod episodes;
 pub mod evidence;
+#[cfg(test)]
+mod fixture;
 mod lexical;
 mod partition;
 mod plan;

@@ -203,3 +203,105 @@ fn hnsw_set(p: &Planning<'_>, heads: &[Head]) -> Result<Option<Vec<Head>>, Probl
             .collect(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{ev, whole, World};
+    use super::super::scope::scope_filter;
+    use super::*;
+    use crate::model::Timestamp;
+    use crate::read::SubjectRule;
+    use crate::retrieve::Scope;
+
+    fn planned(w: &World, tenant: &str, config: &RecallConfig) -> Plan {
+        let snap = w.snapshot();
+        let grant = crate::auth::TenantGrant::internal(tenant, "test");
+        let access = Access::new(&snap.table, &grant);
+        let filter = scope_filter(tenant, &Scope::default());
+        let in_scope = InScope::new(&snap, &filter);
+        let bm25 = Bm25::new(&snap, &filter, "x");
+        let vis = Visibility {
+            include_superseded: false,
+            as_of: None,
+            now: Timestamp::now(),
+        };
+        plan(&Planning {
+            snap: &snap,
+            config,
+            rank: &RankConfig::default(),
+            access: access.as_ref(),
+            in_scope: &in_scope,
+            bm25: &bm25,
+            vis: &vis,
+            query: &[1.0, 0.0, 0.0, 0.0],
+            k: 2,
+            keep_stale: false,
+        })
+        .unwrap()
+    }
+
+    fn world() -> World {
+        let mut w = World::new(SubjectRule::OFF);
+        for i in 0..5 {
+            let at = "2026-06-01T00:00:00Z";
+            w.add(
+                ev(&format!("e{i}"), "ann", "s", at, "x"),
+                [1.0, i as f32, 0.0, 0.0],
+            );
+        }
+        w.commit();
+        w
+    }
+
+    #[test]
+    fn the_default_is_exact_over_every_visible_candidate() {
+        let w = world();
+        let _ = whole();
+        let p = planned(&w, "acme", &RecallConfig::default());
+        assert_eq!(p.path, VectorPath::Exact);
+        assert_eq!(p.heads.len(), 5);
+        assert_eq!(p.set().len(), 5, "nothing narrowed");
+    }
+
+    #[test]
+    fn a_tenant_that_never_held_an_event_is_answered_exactly_and_empty() {
+        let w = world();
+        let on = RecallConfig {
+            partitioned: true,
+            approximate: true,
+            exact_max_candidates: 0,
+            ..RecallConfig::default()
+        };
+        let p = planned(&w, "nobody", &on);
+        assert_eq!((p.path, p.heads.len()), (VectorPath::Exact, 0));
+    }
+
+    #[test]
+    fn partitioned_recall_without_partitions_built_stays_exact() {
+        let w = world();
+        let on = RecallConfig {
+            partitioned: true,
+            exact_max_candidates: 0,
+            ..RecallConfig::default()
+        };
+        assert_eq!(planned(&w, "acme", &on).path, VectorPath::Exact);
+    }
+
+    #[test]
+    fn approximate_recall_with_a_short_graph_falls_back_to_scoring_all() {
+        let w = world();
+        let on = RecallConfig {
+            approximate: true,
+            exact_max_candidates: 0,
+            hnsw_min_fraction: 0.0,
+            ..RecallConfig::default()
+        };
+        let p = planned(&w, "acme", &on);
+        assert_eq!(
+            p.path,
+            VectorPath::HnswFallbackExact,
+            "the graph holds nothing here"
+        );
+        assert_eq!(p.set().len(), 5);
+    }
+}

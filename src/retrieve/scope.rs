@@ -136,3 +136,77 @@ pub(super) fn visible(
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{ev, limited, whole, World};
+    use super::*;
+    use crate::auth::TenantGrant;
+    use crate::model::PrivacyClass;
+    use crate::read::SubjectRule;
+
+    const AT: &str = "2026-06-17T09:20:00Z";
+
+    #[test]
+    fn in_scope_ids_come_from_the_index_below_the_watermark_and_from_memory_above_it() {
+        let mut w = World::new(SubjectRule::OFF);
+        w.add(ev("a", "ann", "s1", AT, "one"), [1.0, 0.0, 0.0, 0.0]);
+        let mut other = ev("x", "ann", "s1", AT, "other tenant");
+        other.tenant_id = "other".into();
+        w.add(other, [1.0, 0.0, 0.0, 0.0]);
+        w.commit();
+        w.add(ev("b", "bob", "s1", AT, "fresh"), [0.0, 1.0, 0.0, 0.0]);
+        let snap = w.snapshot();
+        let all = candidates(&snap, &scope_filter("acme", &Scope::default())).unwrap();
+        assert_eq!(
+            all,
+            vec![0, 2],
+            "committed and fresh, never the other tenant's"
+        );
+        let bob = Scope {
+            actor_ids: vec!["bob".into()],
+            ..Scope::default()
+        };
+        assert_eq!(
+            candidates(&snap, &scope_filter("acme", &bob)).unwrap(),
+            vec![2]
+        );
+        let none = candidates(&snap, &scope_filter("nobody", &Scope::default())).unwrap();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn visible_heads_are_those_of_the_grant_and_the_view() {
+        let mut w = World::new(SubjectRule::OFF);
+        w.add(ev("a", "ann", "s1", AT, "ann's"), [1.0, 0.0, 0.0, 0.0]);
+        w.add(ev("b", "bob", "s1", AT, "bob's"), [1.0, 0.0, 0.0, 0.0]);
+        let mut private = ev("c", "ann", "s1", AT, "ann's private");
+        private.privacy_class = PrivacyClass::Private;
+        w.add(private, [1.0, 0.0, 0.0, 0.0]);
+        let mut expired = ev("d", "ann", "s1", AT, "expired");
+        expired.retention.expires_at = Some(Timestamp::parse("2026-06-18T00:00:00Z").unwrap());
+        w.add(expired, [1.0, 0.0, 0.0, 0.0]);
+        w.commit();
+        let snap = w.snapshot();
+        let vis = Visibility {
+            include_superseded: false,
+            as_of: None,
+            now: Timestamp::parse("2026-07-01T00:00:00Z").unwrap(),
+        };
+        let docs = |grant: &TenantGrant| {
+            let access = Access::new(&snap.table, grant).expect("tenant known");
+            let heads = visible(&snap, &access, &[0, 1, 2, 3], &vis);
+            heads.iter().map(|h| h.doc).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            docs(&whole()),
+            vec![0, 1, 2],
+            "expiry is judged at read time"
+        );
+        assert_eq!(
+            docs(&limited(&["ann"])),
+            vec![0],
+            "actor and privacy ceiling"
+        );
+    }
+}

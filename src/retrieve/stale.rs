@@ -106,3 +106,78 @@ pub(super) fn apply_staleness(
     }
     (out, marks)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{ev, limited, whole, World};
+    use super::super::scope::visible;
+    use super::*;
+    use crate::auth::TenantGrant;
+    use crate::model::Timestamp;
+    use crate::read::SubjectRule;
+
+    /// Two events of ann's on one subject, the older at 0 and the newer at 1, and bob's
+    /// newer one on the same resources.
+    fn world() -> World {
+        let mut w = World::new(SubjectRule::default());
+        for (id, actor, at) in [
+            ("old", "ann", "2026-06-01T00:00:00Z"),
+            ("new", "ann", "2026-06-02T00:00:00Z"),
+            ("bob", "bob", "2026-06-03T00:00:00Z"),
+        ] {
+            let mut e = ev(id, actor, "s1", at, "the invoice format");
+            e.resource_refs = vec!["invoice".into()];
+            w.add(e, [1.0, 0.0, 0.0, 0.0]);
+        }
+        w.commit();
+        w
+    }
+
+    fn stale_of(w: &World, grant: &TenantGrant, keep: bool) -> (Vec<u32>, HashMap<u32, String>) {
+        let snap = w.snapshot();
+        let vis = Visibility {
+            include_superseded: false,
+            as_of: None,
+            now: Timestamp::now(),
+        };
+        let access = Access::new(&snap.table, grant).expect("tenant known");
+        let heads = visible(&snap, &access, &[0, 1, 2][..w.len()], &vis);
+        let config = RecallConfig::default();
+        let (heads, marks) = apply_staleness(&snap, &config, &access, heads, &vis, keep);
+        (heads.iter().map(|h| h.doc).collect(), marks)
+    }
+
+    #[test]
+    fn a_newer_event_on_the_same_subject_makes_the_older_stale() {
+        let w = world();
+        let (kept, marks) = stale_of(&w, &whole(), false);
+        assert_eq!(kept, vec![1, 2], "the older of ann's is dropped");
+        assert!(marks.is_empty());
+        let (kept, marks) = stale_of(&w, &whole(), true);
+        assert_eq!(kept, vec![0, 1, 2]);
+        assert_eq!(marks.get(&0).map(String::as_str), Some("new"));
+    }
+
+    #[test]
+    fn only_an_event_the_grant_may_see_makes_another_stale() {
+        // Bob's own request about himself outdates ann's older note on the same topic.
+        let mut w = World::new(SubjectRule::default());
+        for (id, actor, at) in [
+            ("note", "ann", "2026-06-01T00:00:00Z"),
+            ("own", "bob", "2026-06-02T00:00:00Z"),
+        ] {
+            let mut e = ev(id, actor, "s1", at, "the invoice format");
+            e.resource_refs = vec!["invoice".into(), "bob".into()];
+            w.add(e, [1.0, 0.0, 0.0, 0.0]);
+        }
+        w.commit();
+        let (kept, marks) = stale_of(&w, &whole(), true);
+        assert_eq!(
+            (kept, marks.get(&0).map(String::as_str)),
+            (vec![0, 1], Some("own"))
+        );
+        let (kept, marks) = stale_of(&w, &limited(&["ann"]), true);
+        assert_eq!(kept, vec![0], "bob's event is outside the grant");
+        assert!(marks.is_empty(), "so ann's note stays current");
+    }
+}

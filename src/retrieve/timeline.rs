@@ -67,3 +67,47 @@ pub fn timeline(
         next_cursor,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{ev, limited, World};
+    use super::*;
+    use crate::read::SubjectRule;
+    use crate::retrieve::Scope;
+
+    #[test]
+    fn pages_follow_occurred_at_and_the_cursor_without_repeats() {
+        let mut w = World::new(SubjectRule::OFF);
+        for (i, day) in [5, 1, 4, 2, 3, 6, 7].iter().enumerate() {
+            let actor = if i == 5 { "bob" } else { "ann" };
+            let at = format!("2026-06-0{day}T00:00:00Z");
+            w.add(
+                ev(&format!("e{day}"), actor, "s", &at, "x"),
+                [1.0, 0.0, 0.0, 0.0],
+            );
+        }
+        w.commit();
+        let snap = w.snapshot();
+        let grant = limited(&["ann"]);
+        let mut q = TimelineQuery {
+            scope: Scope::default(),
+            limit: 2,
+            cursor: None,
+            include_superseded: false,
+            as_of: None,
+        };
+        let mut seen = Vec::new();
+        loop {
+            let page = timeline(&snap, &grant, &q).unwrap();
+            assert!(page.events.len() <= 2);
+            seen.extend(page.events.iter().map(|e| e.event_id.clone()));
+            let Some(next) = page.next_cursor else { break };
+            q.cursor = Some(Cursor::decode(&next).expect("cursor"));
+        }
+        assert_eq!(
+            seen,
+            ["e1", "e2", "e3", "e4", "e5", "e7"],
+            "bob's e6 is outside the grant"
+        );
+    }
+}

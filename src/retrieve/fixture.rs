@@ -1,0 +1,121 @@
+//! A small world to run recall stages on: a table, a real tantivy scope index in a temporary
+//! directory, vectors and the hashing secret, and snapshots of them (unit tests only).
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use tempfile::TempDir;
+
+use crate::audit::Keyed;
+use crate::auth::{Limits, Principal, TenantGrant};
+use crate::index::scope::ScopeIndex;
+use crate::index::vector::{HnswIndex, HnswParams, VectorStore};
+use crate::model::{PrivacyClass, StoredEvent, Timestamp};
+use crate::read::table::tests::{entry, event};
+use crate::read::{Snapshot, SubjectRule, Table};
+
+/// Events, their vectors and a committed scope index.
+pub(super) struct World {
+    _dir: TempDir,
+    table: RwLock<Table>,
+    scope: ScopeIndex,
+    vectors: Arc<VectorStore>,
+    hnsw: Arc<HnswIndex>,
+    keyed: Keyed,
+    watermark: usize,
+}
+
+/// The dimension of the world's vectors.
+pub(super) const DIM: usize = 4;
+
+impl World {
+    /// An empty world whose table uses `rule` for subjects.
+    pub(super) fn new(rule: SubjectRule) -> Self {
+        let dir = TempDir::new().expect("temp dir");
+        let (scope, _) = ScopeIndex::open(&dir.path().join("scope")).expect("scope index");
+        let keyed = Keyed::open_or_create(&dir.path().join("hash.key")).expect("hash key");
+        let params = HnswParams {
+            m: 8,
+            ef_construction: 32,
+            ef_search: 32,
+            max_elements: 1_000,
+        };
+        World {
+            _dir: dir,
+            table: RwLock::new(Table::new(rule)),
+            scope,
+            vectors: Arc::new(VectorStore::new(DIM)),
+            hnsw: Arc::new(HnswIndex::new(params)),
+            keyed,
+            watermark: 0,
+        }
+    }
+
+    /// Adds `e` with `vector` (normalised here); in the index only after [`World::commit`].
+    pub(super) fn add(&mut self, e: StoredEvent, vector: [f32; DIM]) -> u32 {
+        let mut table = self.table.write();
+        let doc = table.next_doc();
+        let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let unit: Vec<f32> = vector.iter().map(|x| x / norm).collect();
+        self.vectors.push(doc, &unit).expect("vector");
+        table.push(entry(doc, e));
+        let added = table.get(doc).expect("pushed");
+        self.scope.add(&added.scope_doc()).expect("indexed");
+        doc
+    }
+
+    /// How many events were added.
+    pub(super) fn len(&self) -> usize {
+        self.table.read().next_doc() as usize
+    }
+
+    /// Commits the scope index: every event added so far is below the watermark.
+    pub(super) fn commit(&mut self) {
+        self.scope
+            .commit(u64::from(self.table.read().next_doc()))
+            .expect("commit");
+        self.watermark = self.table.read().next_doc() as usize;
+    }
+
+    /// A snapshot of everything, as the engine takes one.
+    pub(super) fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            scope: self.scope.view(),
+            table: self.table.read(),
+            watermark: self.watermark,
+            vectors: Arc::clone(&self.vectors),
+            hnsw: Arc::clone(&self.hnsw),
+            partition: None,
+            keyed: &self.keyed,
+        }
+    }
+}
+
+/// An event of tenant `acme` (see [`event`]) with its time, summary and type.
+pub(super) fn ev(id: &str, actor: &str, source: &str, at: &str, summary: &str) -> StoredEvent {
+    let mut e = event(id, actor, source);
+    e.occurred_at = Timestamp::parse(at).expect("time");
+    e.summary = summary.to_string();
+    e
+}
+
+/// The whole of tenant `acme`.
+pub(super) fn whole() -> TenantGrant {
+    TenantGrant::internal("acme", "test")
+}
+
+/// A reader of tenant `acme` limited to `actors` and the `internal` class.
+pub(super) fn limited(actors: &[&str]) -> TenantGrant {
+    let limits = Limits {
+        actor_ids: Some(actors.iter().map(|a| a.to_string()).collect()),
+        max_privacy_class: PrivacyClass::Internal,
+    };
+    Principal::from_parts(
+        "k".into(),
+        Some("acme".into()),
+        vec!["reader".into()],
+        limits,
+    )
+    .grant("reader")
+    .expect("grant")
+}
