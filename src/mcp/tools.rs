@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use super::McpState;
 use crate::auth::{roles, Principal};
 use crate::error::{FieldError, Problem};
-use crate::model::Timestamp;
+use crate::model::{EventInput, Timestamp};
 use crate::retrieve::{RecallRequest, TimelineQuery};
 use crate::wire::{observe_interaction, write_body};
 
@@ -269,57 +269,50 @@ fn strings(description: &str) -> Value {
     json!({"type": "array", "items": {"type": "string"}, "description": description})
 }
 
-/// The event body of `POST /v1/events`; `correction` makes `supersedesEventIds` required.
+/// The event body of `POST /v1/events`: the schema of [`EventInput`] (the one list of its
+/// fields) plus the body's optional `tenantId`, closed to other fields; `correction` makes
+/// `supersedesEventIds` required.
 fn event_schema(correction: bool) -> Value {
-    let mut required = vec![
-        "eventType",
-        "occurredAt",
-        "actorId",
-        "resourceRefs",
-        "summary",
-        "sourceRefs",
-        "sourceTrust",
-        "confidence",
-        "privacyClass",
-        "retention",
-    ];
-    if correction {
-        required.push("supersedesEventIds");
+    let mut schema = crate::model::schema::inline::<EventInput>();
+    let Value::Object(root) = &mut schema else {
+        return schema;
+    };
+    root.insert("additionalProperties".into(), Value::Bool(false));
+    if let Some(Value::Object(props)) = root.get_mut("properties") {
+        props.insert(
+            "tenantId".into(),
+            json!({"type": "string", "description": "Optional; must equal the key's tenant, which is always the one used."}),
+        );
+        let note = |props: &mut Map<String, Value>, field: &str, text: &str| {
+            if let Some(Value::Object(f)) = props.get_mut(field) {
+                f.insert("description".into(), Value::String(text.to_string()));
+            }
+        };
+        note(
+            props,
+            "occurredAt",
+            "When it happened, RFC 3339 (not in the future; see current_datetime).",
+        );
+        if correction {
+            note(
+                props,
+                "supersedesEventIds",
+                "The ids of the events this corrects (at least one); they become superseded.",
+            );
+        } else {
+            note(
+                props,
+                "supersedesEventIds",
+                "Ids of events this one corrects (prefer correct_event).",
+            );
+        }
     }
-    json!({
-        "type": "object",
-        "properties": {
-            "eventType": {"type": "string", "description": "A registered event type; by default one of user_preference_stated, correction_received, task_milestone, human_approval, tool_observed_event, incident_or_failure."},
-            "occurredAt": {"type": "string", "format": "date-time", "description": "When it happened, RFC 3339 (not in the future; see current_datetime)."},
-            "actorId": {"type": "string", "description": "Who the event is about or by."},
-            "projectId": {"type": "string", "description": "Project, if any."},
-            "resourceRefs": strings("What the event is about (may be empty)."),
-            "summary": {"type": "string", "description": "One self-contained sentence describing the event."},
-            "sourceRefs": strings("Evidence references (at least one), e.g. a ticket or message id."),
-            "sourceTrust": {"type": "string", "enum": ["user_provided", "tool_result", "approved_source", "operator_entered", "untrusted_content"]},
-            "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
-            "privacyClass": {"type": "string", "enum": ["public", "internal", "private", "sensitive"]},
-            "retention": {
-                "type": "object",
-                "properties": {
-                    "deleteOnRequest": {"type": "boolean"},
-                    "expiresAt": {"type": "string", "format": "date-time", "description": "Optional expiry, in the future."}
-                },
-                "required": ["deleteOnRequest"],
-                "additionalProperties": false
-            },
-            "supersedesEventIds": strings(if correction {
-                "The ids of the events this corrects (at least one); they become superseded."
-            } else {
-                "Ids of events this one corrects (prefer correct_event)."
-            }),
-            "correctionPath": {"type": "string", "description": "How the correction was made, if any."},
-            "eventId": {"type": "string", "description": "Optional client-chosen id (idempotent retries)."},
-            "tenantId": {"type": "string", "description": "Optional; must equal the key's tenant, which is always the one used."}
-        },
-        "required": required,
-        "additionalProperties": false
-    })
+    if correction {
+        if let Some(Value::Array(required)) = root.get_mut("required") {
+            required.push(json!("supersedesEventIds"));
+        }
+    }
+    schema
 }
 
 fn event_id_schema(description: &str) -> Value {

@@ -203,30 +203,31 @@ impl Decision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventInput {
-    /// Client-chosen id (makes the write idempotent), if any.
+    /// Optional client-chosen id: retrying a write with the same id and content is
+    /// idempotent.
     #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
     pub event_id: Option<String>,
-    /// A registered event type (by default the seed's six: user_preference_stated,
+    /// A registered event type; by default one of user_preference_stated,
     /// correction_received, task_milestone, human_approval, tool_observed_event,
-    /// incident_or_failure).
+    /// incident_or_failure.
     #[schema(min_length = 1)]
     pub event_type: String,
-    /// When it happened.
+    /// When it happened, RFC 3339 (not in the future).
     pub occurred_at: Timestamp,
-    /// Who did or said it.
+    /// Who the event is about or by.
     #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub actor_id: String,
     /// Project, if any.
     #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub project_id: Option<String>,
-    /// Resources the event is about.
+    /// What the event is about (may be empty).
     pub resource_refs: Vec<String>,
-    /// What happened (at most `--max-summary-bytes`, default 4096 bytes of UTF-8; the schema
-    /// states 1024 characters, which always fit that default, since a character takes at
-    /// most 4 bytes).
+    /// One self-contained sentence describing what happened (at most
+    /// `--max-summary-bytes`, default 4096 bytes of UTF-8; the schema states 1024
+    /// characters, which always fit that default).
     #[schema(min_length = 1, max_length = 1024, pattern = "\\S")]
     pub summary: String,
-    /// Evidence references (at least one).
+    /// Evidence references (at least one), e.g. a ticket or message id.
     #[schema(min_items = 1)]
     pub source_refs: Vec<String>,
     /// Trust of the source.
@@ -237,7 +238,8 @@ pub struct EventInput {
     pub privacy_class: PrivacyClass,
     /// Retention rule.
     pub retention: Retention,
-    /// Events this one corrects.
+    /// Ids of the events this one corrects (may be omitted); they become superseded.
+    #[serde(default)]
     pub supersedes_event_ids: Vec<String>,
     /// How the correction was made, if any.
     pub correction_path: Option<String>,

@@ -50,24 +50,14 @@ impl Default for Limits {
     }
 }
 
-const KNOWN_FIELDS: [&str; 16] = [
-    "eventId",
-    "tenantId",
-    "eventType",
-    "occurredAt",
-    "actorId",
-    "projectId",
-    "resourceRefs",
-    "summary",
-    "sourceRefs",
-    "sourceTrust",
-    "confidence",
-    "privacyClass",
-    "retention",
-    "supersedesEventIds",
-    "correctionPath",
-    "recordedAt",
-];
+/// Every field a write body may hold: those of [`EventInput`] (the one list, from its
+/// schema), plus `tenantId` (checked against the key's tenant) and `recordedAt` (refused:
+/// the server sets it).
+static KNOWN_FIELDS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    let mut fields = super::schema::properties::<EventInput>();
+    fields.extend(["tenantId".to_string(), "recordedAt".to_string()]);
+    fields
+});
 
 /// Server-owned fields a client may not set.
 const SERVER_FIELDS: [&str; 1] = ["recordedAt"];
@@ -213,11 +203,11 @@ impl<'a> Reader<'a> {
         ok.then_some(out)
     }
 
-    fn unknown_fields(&mut self, known: &[&str]) {
+    fn unknown_fields<S: AsRef<str>>(&mut self, known: &[S]) {
         let unknown: Vec<String> = self
             .obj
             .keys()
-            .filter(|k| !known.contains(&k.as_str()))
+            .filter(|k| !known.iter().any(|f| f.as_ref() == k.as_str()))
             .cloned()
             .collect();
         for key in unknown {
