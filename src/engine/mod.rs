@@ -62,7 +62,7 @@ use crate::read::{
     Entry, Lookup, Partitioned, Seen, Slot, Snapshot, Table, Tombstone, Visible, NONE,
 };
 use crate::retrieve::{
-    QueryRead, RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery,
+    QueryRead, Reading, RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery,
 };
 use crate::store::record::{
     DeleteReason, DeleteRecord, PutRecord, RequeueRecord, ReviewRecord, TombstoneRecord,
@@ -704,8 +704,13 @@ impl Engine {
             .cpu
             .run(move || {
                 let snap = shared.snapshot();
-                let (recall, rank) = (&config.recall, &config.rank);
-                crate::retrieve::recall(&snap, recall, rank, &grant2, &req, &read, &query_vector)
+                let reading = Reading {
+                    snap: &snap,
+                    now: Timestamp::now(),
+                    read: &read,
+                    query: &query_vector,
+                };
+                crate::retrieve::recall(&reading, &config.recall, &config.rank, &grant2, &req)
             })
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
@@ -726,7 +731,13 @@ impl Engine {
         query_vector: &[f32],
     ) -> Result<RecallResponse, Problem> {
         // Cosine scoring (and HNSW's 1 - dot distance) assume a unit query, as stored vectors are.
-        self.recall_ranked(grant, req, query_vector, &self.config.rank)
+        self.recall_ranked(
+            grant,
+            req,
+            query_vector,
+            &self.config.rank,
+            Timestamp::now(),
+        )
     }
 
     /// The text a recall's query vector is embedded from: the query less the names of the
@@ -745,15 +756,17 @@ impl Engine {
     }
 
     /// Like [`Engine::recall_with_vector`], ranked with `rank` instead of the configured
-    /// ranking (ablations: the same data and scope under other weights). A diagnostics
-    /// surface for offline evaluation (`episodic-eval ... --ablation`); the server never
-    /// ranks under another configuration.
+    /// ranking (ablations: the same data and scope under other weights) and read at `now`
+    /// (a fixed read time makes recency and expiry, hence rankings, reproducible). A
+    /// diagnostics surface for offline evaluation (`episodic-eval`); the server never ranks
+    /// under another configuration, and always reads at the current time.
     pub fn recall_ranked(
         &self,
         grant: &TenantGrant,
         req: &RecallRequest,
         query_vector: &[f32],
         rank: &crate::rank::RankConfig,
+        now: Timestamp,
     ) -> Result<RecallResponse, Problem> {
         let query = normalized(query_vector.to_vec(), self.embedder.dim())?;
         // On the engine's pool, as the async recall is: the caller waits once, and the
@@ -762,8 +775,13 @@ impl Engine {
         self.cpu.install(|| {
             let snap = self.shared.snapshot();
             let read = QueryRead::new(&snap.table, grant, &req.query, rank);
-            let recall = &self.config.recall;
-            crate::retrieve::recall(&snap, recall, rank, grant, req, &read, &query)
+            let reading = Reading {
+                snap: &snap,
+                now,
+                read: &read,
+                query: &query,
+            };
+            crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
         })
     }
 

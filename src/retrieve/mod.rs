@@ -58,21 +58,37 @@ use lexical::Bm25;
 use plan::Planning;
 use score::RankCtx;
 
-/// Scope-first recall of one snapshot with a precomputed unit query vector, ranked with
-/// `rank`; `read` is the query's words as the caller read them to embed it ([`QueryRead`]).
+/// What a recall reads and when: the snapshot, the read time (expiry and recency are judged
+/// at it) and the query's words and unit vector ([`QueryRead`]: as the caller read them to
+/// embed it).
+pub struct Reading<'a> {
+    /// The one snapshot the recall reads.
+    pub snap: &'a Snapshot<'a>,
+    /// The read time.
+    pub now: Timestamp,
+    /// The query's words.
+    pub read: &'a QueryRead,
+    /// The unit query vector.
+    pub query: &'a [f32],
+}
+
+/// Scope-first recall of one snapshot, ranked with `rank`.
 pub fn recall(
-    snap: &Snapshot<'_>,
+    reading: &Reading<'_>,
     config: &RecallConfig,
     rank: &RankConfig,
     grant: &TenantGrant,
     req: &RecallRequest,
-    read: &QueryRead,
-    query: &[f32],
 ) -> Result<RecallResponse, Problem> {
+    let Reading {
+        snap,
+        now,
+        read,
+        query,
+    } = *reading;
     let started = Instant::now();
     let rank = &rank.for_query(&req.query);
     let filter = scope_filter(grant.tenant(), &req.scope);
-    let now = Timestamp::now();
     let vis = Visibility {
         include_superseded: req.include_superseded,
         as_of: req.as_of,

@@ -42,6 +42,15 @@ use episodic::engine::{Engine, EngineConfig};
 use episodic::rank::RankConfig;
 use episodic::retrieve::{RecallRequest, Scope};
 
+/// The read time every question is ranked at (recency and expiry are judged at it): fixed,
+/// so that two runs, or two builds, rank every question the same way to the last tie.
+pub const READ_TIME: &str = "2026-12-01T00:00:00Z";
+
+/// [`READ_TIME`] as a timestamp.
+fn read_time() -> episodic::model::Timestamp {
+    episodic::model::Timestamp::parse(READ_TIME).expect("a valid RFC 3339 constant")
+}
+
 /// Hits requested from recall per question (the largest cut-off scored is 50).
 pub const DEPTH: usize = 50;
 /// Key id recorded on every eval write.
@@ -729,7 +738,7 @@ impl Harness {
         let recall = |rank: &RankConfig, vector: &[f32]| -> anyhow::Result<Vec<String>> {
             let resp = self
                 .engine
-                .recall_ranked(&grant, &req, vector, rank)
+                .recall_ranked(&grant, &req, vector, rank, read_time())
                 .map_err(|p| anyhow::anyhow!("recall for tenant {}: {p}", q.tenant))?;
             Ok(resp.results.into_iter().map(|h| h.event.event_id).collect())
         };
