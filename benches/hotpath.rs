@@ -283,7 +283,7 @@ fn bench_read_paths(cr: &mut Criterion) {
         let filters = filters();
         let candidates: Vec<Vec<u32>> = filters
             .iter()
-            .map(|(_, f)| scope.search(f).expect("search"))
+            .map(|(_, f)| scope.view().search(f).expect("search"))
             .collect();
 
         let mut g = cr.benchmark_group("scope");
@@ -291,7 +291,7 @@ fn bench_read_paths(cr: &mut Criterion) {
         for ((name, f), ids) in filters.iter().zip(&candidates) {
             eprintln!("n={n} {name}: {} candidates", ids.len());
             g.bench_with_input(BenchmarkId::new(*name, n), f, |b, f| {
-                b.iter(|| scope.search(f).expect("search"))
+                b.iter(|| scope.view().search(f).expect("search"))
             });
         }
         g.finish();

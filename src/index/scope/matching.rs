@@ -1,10 +1,10 @@
 //! The in-memory twin of the index's filter: [`matches`] holds for a document iff a
-//! committed copy of it would be found by [`super::ScopeIndex::search`].
+//! committed copy of it would be found by [`super::ScopeView::search`].
 
 use super::*;
 
 /// Pure in-memory predicate with exactly the semantics of
-/// [`ScopeIndex::search`]; used for fresh, not-yet-committed events.
+/// [`super::ScopeView::search`]; used for fresh, not-yet-committed events.
 pub fn matches(filter: &ScopeFilter, doc: &ScopeDoc<'_>) -> bool {
     doc.tenant == filter.tenant
         && any_or_contains(&filter.actor_ids, doc.actor)

@@ -17,9 +17,9 @@
 //!   tenant's own posting list, all of a large tenant's events, is then not walked).
 //!   No search can cross tenants, whatever the rest of the filter says.
 //! - Results are engine-assigned internal ids (`doc: u32`, read from the `doc`
-//!   fast field), never tantivy's segment-local `DocId`s. [`ScopeIndex::search`]
+//!   fast field), never tantivy's segment-local `DocId`s. [`ScopeView::search`]
 //!   returns them sorted ascending and unique.
-//! - [`matches`] is the in-memory twin of [`ScopeIndex::search`]: for every
+//! - [`matches`] is the in-memory twin of [`ScopeView::search`]: for every
 //!   committed document, `search(f)` contains its id iff `matches(f, doc)`.
 //!   The engine uses it for fresh events that are not committed yet.
 //! - The payload of every commit is a [`CommitMark`]: the last log sequence number
@@ -475,26 +475,6 @@ impl ScopeIndex {
             index: self,
             searcher: self.searcher(),
         }
-    }
-
-    /// [`ScopeView::search`] on the current commit.
-    pub fn search(&self, filter: &ScopeFilter) -> Result<Vec<u32>, ScopeIndexError> {
-        self.view().search(filter)
-    }
-
-    /// [`ScopeView::count`] on the current commit.
-    pub fn count(&self, filter: &ScopeFilter) -> Result<usize, ScopeIndexError> {
-        self.view().count(filter)
-    }
-
-    /// [`ScopeView::lexical`] on the current commit.
-    pub fn lexical(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-        k: usize,
-    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
-        self.view().lexical(filter, query, k)
     }
 
     /// The filter's actor, project and event-type lists with their fields.

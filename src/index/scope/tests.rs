@@ -96,8 +96,8 @@ fn fixture_index() -> (tempfile::TempDir, ScopeIndex, Vec<Ev>) {
 
 /// Asserts search == expected, count agrees, and `matches` agrees.
 fn check(index: &ScopeIndex, evs: &[Ev], filter: &ScopeFilter, expected: &[u32]) {
-    assert_eq!(index.search(filter).unwrap(), expected, "{filter:?}");
-    assert_eq!(index.count(filter).unwrap(), expected.len());
+    assert_eq!(index.view().search(filter).unwrap(), expected, "{filter:?}");
+    assert_eq!(index.view().count(filter).unwrap(), expected.len());
     let by_pred: Vec<u32> = evs
         .iter()
         .filter(|e| matches(filter, &e.as_doc()))
@@ -185,7 +185,7 @@ fn the_narrowest_list_alone_holds_the_whole_scope() {
     assert_eq!(of(&timed), (fields.actor, vec![1, 3]));
     for filter in [f, timed] {
         let narrow = of(&filter).1;
-        let all = index.search(&filter).unwrap();
+        let all = index.view().search(&filter).unwrap();
         assert!(all.iter().all(|d| narrow.contains(d)), "{filter:?}");
         assert!(narrow.iter().all(|d| evs[*d as usize - 1].tenant == "t1"));
     }
@@ -256,16 +256,19 @@ fn payload_round_trip_and_visibility() {
         assert!(!index.has_uncommitted());
         index.add(&fixture()[0].as_doc()).unwrap();
         assert!(index.has_uncommitted());
-        assert_eq!(index.search(&tenant("t1")).unwrap(), Vec::<u32>::new());
+        assert_eq!(
+            index.view().search(&tenant("t1")).unwrap(),
+            Vec::<u32>::new()
+        );
         assert_eq!(index.num_docs(), 0);
         index.commit(41).unwrap();
         assert!(!index.has_uncommitted());
-        assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1]);
+        assert_eq!(index.view().search(&tenant("t1")).unwrap(), vec![1]);
         index.commit(42).unwrap();
     }
     let (index, seq) = ScopeIndex::open(dir.path()).unwrap();
     assert_eq!(seq, Some(42));
-    assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1]);
+    assert_eq!(index.view().search(&tenant("t1")).unwrap(), vec![1]);
     assert_eq!(index.num_docs(), 1);
 }
 
@@ -367,10 +370,13 @@ fn delete_after_commit() {
     let (_d, index, _) = fixture_index();
     index.delete(3).unwrap();
     assert!(index.has_uncommitted());
-    assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(
+        index.view().search(&tenant("t1")).unwrap(),
+        vec![1, 2, 3, 4]
+    );
     index.commit(7).unwrap();
-    assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 4]);
-    assert_eq!(index.count(&tenant("t1")).unwrap(), 3);
+    assert_eq!(index.view().search(&tenant("t1")).unwrap(), vec![1, 2, 4]);
+    assert_eq!(index.view().count(&tenant("t1")).unwrap(), 3);
     assert_eq!(index.num_docs(), 5);
 }
 
@@ -398,7 +404,7 @@ fn count_bounds_hold_the_count_and_are_exact_without_deletions() {
     index.commit(7).unwrap();
     let f = tenant("t1");
     let (lower, upper) = index.view().count_bounds(&f).unwrap();
-    let count = index.count(&f).unwrap();
+    let count = index.view().count(&f).unwrap();
     assert!(
         lower <= count && count <= upper,
         "{lower} <= {count} <= {upper}"
@@ -415,10 +421,13 @@ fn delete_then_add_replaces() {
     index.commit(8).unwrap();
     let mut f = tenant("t1");
     f.actor_ids = strings(&["alice"]);
-    assert_eq!(index.search(&f).unwrap(), vec![3]);
+    assert_eq!(index.view().search(&f).unwrap(), vec![3]);
     f.actor_ids = strings(&["zed"]);
-    assert_eq!(index.search(&f).unwrap(), vec![1]);
-    assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(index.view().search(&f).unwrap(), vec![1]);
+    assert_eq!(
+        index.view().search(&tenant("t1")).unwrap(),
+        vec![1, 2, 3, 4]
+    );
 }
 
 #[test]
@@ -437,16 +446,16 @@ fn merge_all_keeps_results_and_payload() {
         let metas = index.index.searchable_segment_metas().unwrap();
         assert_eq!(metas.len(), 1);
         assert!(!metas[0].has_deletes());
-        assert_eq!(index.search(&tenant("t1")).unwrap(), vec![1, 3, 4]);
+        assert_eq!(index.view().search(&tenant("t1")).unwrap(), vec![1, 3, 4]);
         assert_eq!(index.num_docs(), 5);
         let mut f = tenant("t1");
         f.resource_refs = strings(&["file:b"]);
-        assert_eq!(index.search(&f).unwrap(), vec![1]);
+        assert_eq!(index.view().search(&f).unwrap(), vec![1]);
         index.merge_all().unwrap();
     }
     let (index, seq) = ScopeIndex::open(dir.path()).unwrap();
     assert_eq!(seq, Some(99));
-    assert_eq!(index.search(&tenant("t2")).unwrap(), vec![5, 6]);
+    assert_eq!(index.view().search(&tenant("t2")).unwrap(), vec![5, 6]);
 }
 
 fn text_fixture() -> (tempfile::TempDir, ScopeIndex) {
@@ -470,21 +479,28 @@ fn text_fixture() -> (tempfile::TempDir, ScopeIndex) {
 #[test]
 fn lexical_ranks_and_is_scoped() {
     let (_d, index) = text_fixture();
-    let hits = index.lexical(&tenant("t1"), "billing", 10).unwrap();
+    let hits = index.view().lexical(&tenant("t1"), "billing", 10).unwrap();
     let ids: Vec<u32> = hits.iter().map(|h| h.0).collect();
     assert_eq!(ids, vec![3, 1], "{hits:?}");
     assert!(hits[0].1 > hits[1].1 && hits[1].1 > 0.0);
     // stemming: "deploying" matches "Deployed"
-    let hits = index.lexical(&tenant("t1"), "deploying", 10).unwrap();
+    let hits = index
+        .view()
+        .lexical(&tenant("t1"), "deploying", 10)
+        .unwrap();
     assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![1]);
-    let hits = index.lexical(&tenant("t2"), "billing", 10).unwrap();
+    let hits = index.view().lexical(&tenant("t2"), "billing", 10).unwrap();
     assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![4]);
-    let hits = index.lexical(&tenant("t1"), "search ranking", 1).unwrap();
+    let hits = index
+        .view()
+        .lexical(&tenant("t1"), "search ranking", 1)
+        .unwrap();
     assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![2]);
     let mut f = tenant("t1");
     f.occurred_after_ms = Some(1);
-    assert!(index.lexical(&f, "billing", 10).unwrap().is_empty());
+    assert!(index.view().lexical(&f, "billing", 10).unwrap().is_empty());
     assert!(index
+        .view()
         .lexical(&tenant("t1"), "billing", 0)
         .unwrap()
         .is_empty());
@@ -500,7 +516,7 @@ fn lexical_all_scores_every_match_as_top_k_does() {
     ] {
         let mut all = index.view().lexical_all(&tenant(t), q).unwrap();
         all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let mut top = index.lexical(&tenant(t), q, 100).unwrap();
+        let mut top = index.view().lexical(&tenant(t), q, 100).unwrap();
         top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         assert_eq!(all, top, "{t} {q}");
         assert!(!all.is_empty());
@@ -526,10 +542,13 @@ fn lexical_never_errors_on_operators() {
         "ünïcödé 日本語 🚀",
         "\\ / ? ! @ # $ % & | < > =",
     ] {
-        let hits = index.lexical(&tenant("t1"), q, 5);
+        let hits = index.view().lexical(&tenant("t1"), q, 5);
         assert!(hits.is_ok(), "{q:?}: {hits:?}");
     }
-    let hits = index.lexical(&tenant("t1"), "billing AND (", 5).unwrap();
+    let hits = index
+        .view()
+        .lexical(&tenant("t1"), "billing AND (", 5)
+        .unwrap();
     assert_eq!(hits[0].0, 3);
 }
 
@@ -617,8 +636,8 @@ proptest! {
                 .filter(|e| matches(f, &e.as_doc()))
                 .map(|e| e.doc)
                 .collect();
-            prop_assert_eq!(&index.search(f).unwrap(), &expected, "filter {:?}", f);
-            prop_assert_eq!(index.count(f).unwrap(), expected.len());
+            prop_assert_eq!(&index.view().search(f).unwrap(), &expected, "filter {:?}", f);
+            prop_assert_eq!(index.view().count(f).unwrap(), expected.len());
             if let Some(narrowest) = index.view().narrowest(f) {
                 // A superset of the scope, within the tenant.
                 let narrow = index.view().search_narrowest(&narrowest).unwrap();
@@ -668,29 +687,32 @@ fn measure_latency() {
     println!("indexed {n} docs in {:?}", start.elapsed());
     let mut f = tenant("big");
     f.actor_ids = vec!["actor7".into()];
-    time("tenant∧actor", 200, || index.search(&f).unwrap().len());
+    time("tenant∧actor", 200, || {
+        index.view().search(&f).unwrap().len()
+    });
     time("big tenant (80k)", 50, || {
-        index.search(&tenant("big")).unwrap().len()
+        index.view().search(&tenant("big")).unwrap().len()
     });
     time("big tenant count", 200, || {
-        index.count(&tenant("big")).unwrap()
+        index.view().count(&tenant("big")).unwrap()
     });
     let mut f = tenant("big");
     f.occurred_after_ms = Some(10_000_000);
     f.occurred_before_ms = Some(20_000_000);
     f.event_types = vec!["note".into(), "commit".into()];
     time("big tenant∧type∧time", 100, || {
-        index.search(&f).unwrap().len()
+        index.view().search(&f).unwrap().len()
     });
     time("lexical big tenant k=20", 100, || {
         index
+            .view()
             .lexical(&tenant("big"), "billing topic7", 20)
             .unwrap()
             .len()
     });
     index.merge_all().unwrap();
     time("big tenant after merge_all", 50, || {
-        index.search(&tenant("big")).unwrap().len()
+        index.view().search(&tenant("big")).unwrap().len()
     });
 }
 

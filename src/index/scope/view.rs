@@ -32,7 +32,7 @@ impl ScopeView<'_> {
             .map_err(|e| self.index.err(e))
     }
 
-    /// Bounds on [`ScopeIndex::count`] read from term statistics alone (no posting list is
+    /// Bounds on [`ScopeView::count`] read from term statistics alone (no posting list is
     /// read), for a filter of the tenant and at most one actor, project or event-type list
     /// (each event has at most one of each, so the terms' document frequencies add up);
     /// `None` for any other filter. The upper bound also counts deleted documents not yet
@@ -71,7 +71,7 @@ impl ScopeView<'_> {
     /// type, an actor and a project, a type and a project, each event indexed under its
     /// own), when the filter narrows by something else as well (another list or a time
     /// range) and lists no resources; `None` otherwise. Its events, all of the filter's
-    /// tenant, include the filter's; listing them ([`ScopeIndex::search_narrowest`]) and
+    /// tenant, include the filter's; listing them ([`ScopeView::search_narrowest`]) and
     /// checking each on its head spares intersecting the lists' postings, which in a large
     /// tenant costs a seek in each list per event of the narrowest.
     pub fn narrowest(&self, filter: &ScopeFilter) -> Option<Narrowest> {
