@@ -15,7 +15,6 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::FieldError;
 use crate::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
-use crate::retrieve::Scope;
 
 /// Static document metadata; paths come from the router.
 #[derive(OpenApi)]
@@ -220,27 +219,6 @@ pub struct ObserveResponse {
     pub classification: Value,
     /// The write's answer, as `POST /v1/events` gives it.
     pub result: Option<WriteResponse>,
-}
-
-/// `POST /v1/recall` body.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[serde(deny_unknown_fields)]
-pub struct RecallBody {
-    /// What to look for (1–4096 bytes).
-    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
-    pub query: String,
-    /// Scope filters; the tenant always comes from the key.
-    pub scope: Option<Scope>,
-    /// Hits to return, 1–100 (default 10).
-    #[schema(minimum = 1, maximum = 100)]
-    pub limit: Option<u32>,
-    /// Also return superseded events.
-    pub include_superseded: Option<bool>,
-    /// Also return stale events, marked with `staleBy`.
-    pub include_stale: Option<bool>,
-    /// Answer as memory stood at this recorded time.
-    pub as_of: Option<Timestamp>,
 }
 
 /// `POST /v1/erasure` body.

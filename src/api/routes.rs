@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
 use super::openapi::{
-    AuthErrors, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, RecallBody,
-    ReplayBody, Revoked, RotatedAdminKey, Unavailable, WriteResponse,
+    AuthErrors, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, ReplayBody,
+    Revoked, RotatedAdminKey, Unavailable, WriteResponse,
 };
 use super::AppState;
 use crate::auth::{roles, Limits, Revocation};
@@ -146,7 +146,7 @@ pub async fn get_event(
     path = "/v1/recall",
     tag = "recall",
     summary = "Scope-first hybrid recall; hits with score breakdowns and evidence blocks",
-    request_body = RecallBody,
+    request_body = crate::retrieve::RecallRequest,
     responses(
         (status = 200, description = "ranked hits and evidence", body = crate::retrieve::RecallResponse),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),

@@ -47,20 +47,29 @@ pub struct Scope {
     pub occurred_before: Option<Timestamp>,
 }
 
-/// A validated recall request.
-#[derive(Debug, Clone, PartialEq)]
+/// A validated recall request: the body of `POST /v1/recall` (and of the MCP `recall` tool),
+/// whose schema is derived from this type; omitted fields take their defaults.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecallRequest {
-    /// What to look for.
+    /// What to look for (1–4096 bytes).
+    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
     pub query: String,
-    /// Scope filters.
+    /// Scope filters, any-of within a list; the tenant always comes from the key.
+    #[serde(default)]
     pub scope: Scope,
-    /// How many hits (1..=100).
+    /// How many hits, 1–100 (default 10).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100, default = 10)]
     pub limit: usize,
-    /// Also return superseded events.
+    /// Also return corrected (superseded) events.
+    #[serde(default)]
     pub include_superseded: bool,
-    /// Also return stale events (marked).
+    /// Also return stale events, marked with `staleBy`.
+    #[serde(default)]
     pub include_stale: bool,
-    /// Answer as memory stood at this `recordedAt` time.
+    /// Answer as memory stood at this recorded time.
+    #[serde(default)]
     pub as_of: Option<Timestamp>,
 }
 
