@@ -27,12 +27,12 @@ pub struct Entry {
     pub key_id: String,
     /// Decision that admitted it.
     pub decision: Decision,
-    /// Index of its subject list (stale suppression), assigned by [`Table::push`].
+    /// Index of its subject list (stale suppression), assigned by [`super::Table::push`].
     pub subject: Option<u32>,
-    /// Its [`SubjectRule::topic`], assigned by [`Table::push`].
+    /// Its [`super::SubjectRule::topic`], assigned by [`super::Table::push`].
     pub topic: u32,
-    /// Its tenant's number in the table ([`Table::tenant_number`]), assigned by
-    /// [`Table::push`]: equal numbers mean equal tenant ids.
+    /// Its tenant's number in the table ([`super::Table::tenant_number`]), assigned by
+    /// [`super::Table::push`]: equal numbers mean equal tenant ids.
     pub tenant: u32,
 }
 

@@ -13,7 +13,7 @@ use ahash::RandomState;
 use crate::model::{Confidence, EventStatus, PrivacyClass, SourceTrust};
 use crate::rank::Prior;
 
-/// The position of `class` in [`PrivacyClass::ALL`].
+/// The position of `class` in [`crate::model::PrivacyClass::ALL`].
 pub(super) fn class_index(class: PrivacyClass) -> usize {
     match class {
         PrivacyClass::Public => 0,
@@ -45,21 +45,21 @@ pub(super) fn source_hash(source: &str) -> u64 {
 pub struct Head {
     /// Internal id.
     pub doc: u32,
-    /// Tenant number ([`Table::tenant_number`]).
+    /// Tenant number ([`super::Table::tenant_number`]).
     pub tenant: u32,
-    /// Actor number ([`Table::actor_name`]).
+    /// Actor number ([`super::Table::actor_name`]).
     pub actor: u32,
     /// Project number, or [`NONE`].
     pub project: u32,
-    /// Event type number ([`Table::kind_number`]).
+    /// Event type number ([`super::Table::kind_number`]).
     pub kind: u32,
     /// Hash of the first source ref (the episode's conversation or document), or
     /// [`NO_SOURCE`].
     pub source: u64,
-    /// Subject list ([`Entry::subject`]), or [`NONE`].
+    /// Subject list ([`super::Entry::subject`]), or [`NONE`].
     pub subject: u32,
-    /// Its topic ([`SubjectRule::topic`]): under it the table lists the events that their
-    /// subject stated itself ([`Table::voice_docs`]).
+    /// Its topic ([`super::SubjectRule::topic`]): under it the table lists the events that their
+    /// subject stated itself ([`super::Table::voice_docs`]).
     pub topic: u32,
     /// Status.
     pub status: EventStatus,
@@ -71,7 +71,7 @@ pub struct Head {
     pub marks: Marks,
     /// `occurredAt` (unix ms).
     pub occurred_ms: i64,
-    /// `recordedAt` ([`Timestamp::unix_nanos_saturating`]).
+    /// `recordedAt` ([`crate::model::Timestamp::unix_nanos_saturating`]).
     pub recorded_ns: i64,
     /// Retention expiry (saturating unix ns), `i64::MAX` when it never expires.
     pub expires_ns: i64,
@@ -103,7 +103,7 @@ impl Head {
         }
     }
 
-    /// Ranking inputs other than relevance (as [`Entry::prior`]).
+    /// Ranking inputs other than relevance (as [`super::Entry::prior`]).
     pub fn prior(&self) -> Prior {
         Prior {
             occurred_ms: self.occurred_ms,
@@ -114,10 +114,10 @@ impl Head {
     }
 }
 
-/// A head's privacy class and whether its event's text ends in a question ([`asks`]), in one
+/// A head's privacy class and whether its event's text ends in a question ([`crate::rank::asks`]), in one
 /// byte: the flag would otherwise grow a head from 72 to 80 bytes, 11% more to read per
 /// candidate of a broad scope. Bits 0–1: the class, least to most restricted (the order of
-/// [`PrivacyClass::ALL`]); bit 2: asks.
+/// [`crate::model::PrivacyClass::ALL`]); bit 2: asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Marks(u8);
 
@@ -146,7 +146,7 @@ impl Marks {
     }
 }
 
-/// The ids whose heads changed since a copy of the heads was taken ([`Table::watched_heads`]):
+/// The ids whose heads changed since a copy of the heads was taken ([`super::Table::watched_heads`]):
 /// a copy's head of an id not marked here still equals the table's. Bits are set by the
 /// table's writer under its write lock and read under its read lock, so the lock orders
 /// them and relaxed atomics suffice.
@@ -178,7 +178,7 @@ impl Changed {
     }
 }
 
-/// A scope filter in the numbers of heads ([`Table::head_filter`]): the same predicate as
+/// A scope filter in the numbers of heads ([`super::Table::head_filter`]): the same predicate as
 /// [`crate::index::scope::matches`] for filters without resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeadFilter {

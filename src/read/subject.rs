@@ -51,7 +51,7 @@ impl SubjectRule {
 
     /// A 32-bit hash (by `hasher`) of an event's key without the actor, when subjects speak
     /// for themselves and the event has resources, else [`NONE`]. Equal keys give equal
-    /// topics; unequal ones may collide, so a match is confirmed with [`Table::same_topic`].
+    /// topics; unequal ones may collide, so a match is confirmed with [`super::Table::same_topic`].
     pub fn topic(&self, e: &StoredEvent, hasher: &RandomState) -> u32 {
         if !self.voices() || e.resource_refs.is_empty() {
             return NONE;

@@ -175,7 +175,7 @@ impl Table {
     /// live event of class `ceiling` or below, by number; `allowed` further limits the actor
     /// ids (a grant's actor limit). Any other actor's name is an ordinary word of the query,
     /// exactly like a name no event ever had. Reads only the actors filed under the query's
-    /// words ([`TenantActors`]), not every actor of the tenant.
+    /// words (`TenantActors`), not every actor of the tenant.
     pub fn actors_named(
         &self,
         tenant: &str,

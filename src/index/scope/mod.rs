@@ -134,7 +134,7 @@ pub struct ScopeFilter {
 impl ScopeFilter {
     /// Whether the filter lists actors, projects or types and narrows by something else
     /// as well (another of those lists or a time range), and lists no resources: the
-    /// filters [`ScopeIndex::narrowest`] finds a clause of.
+    /// filters [`ScopeView::narrowest`] finds a clause of.
     pub fn narrows_twice(&self) -> bool {
         let lists = [&self.actor_ids, &self.project_ids, &self.event_types];
         let listed = lists.iter().filter(|l| !l.is_empty()).count();
@@ -184,7 +184,7 @@ fn pair(tag: char, first: &str, second: &str) -> String {
 /// Pair terms a filter may be read from are tried only up to this many combinations.
 const MAX_PAIR_TERMS: usize = 16;
 
-/// The clause of a filter read in place of the whole ([`ScopeIndex::narrowest`]): any of
+/// The clause of a filter read in place of the whole ([`ScopeView::narrowest`]): any of
 /// these terms in this field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Narrowest {

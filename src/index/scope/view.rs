@@ -181,7 +181,7 @@ impl ScopeView<'_> {
     }
 }
 
-/// The `k` best of `hits` (`(doc, score)` pairs, as [`ScopeIndex::lexical_all`] gives them),
+/// The `k` best of `hits` (`(doc, score)` pairs, as [`ScopeView::lexical_all`] gives them),
 /// best first, ties by id.
 pub fn best_hits(mut hits: Vec<(u32, f32)>, k: usize) -> Vec<(u32, f32)> {
     if k == 0 {
