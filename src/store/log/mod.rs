@@ -64,7 +64,7 @@ use std::path::{Path, PathBuf};
 mod scan;
 
 pub use scan::read_records;
-use scan::{check_header, frame_crc, scan_all};
+use scan::{check_header, frame_crc, scan_all, Acknowledged};
 
 /// File header written at offset 0 of every log.
 pub const MAGIC: &[u8; 8] = b"EPILOG01";
@@ -110,6 +110,21 @@ pub enum LogError {
         len: usize,
         /// The maximum allowed.
         max: usize,
+    },
+    /// Another writer appended to a shared log since this handle last saw it (the
+    /// expected-last-sequence fence of a remote log, see [`crate::store::EventLog`]);
+    /// nothing of the batch was acknowledged. The file log never raises it: the data
+    /// directory's lock already excludes a second writer.
+    #[error(
+        "log {log}: expected last sequence {expected}, found {found}; another writer appended"
+    )]
+    Fenced {
+        /// The log (stream) name.
+        log: String,
+        /// The last sequence this handle expected.
+        expected: u64,
+        /// The last sequence the log holds.
+        found: u64,
     },
 }
 
@@ -164,6 +179,13 @@ impl Log {
             truncated_bytes: found.truncated_bytes,
         };
         Ok((log, recovery))
+    }
+
+    /// Like [`Log::open`], keeping no record: checks every frame and cuts a torn tail, then
+    /// reports the last sequence and the bytes cut. Records are read back with
+    /// [`Log::read_from`].
+    pub fn open_checked(path: &Path) -> Result<(Log, Recovered), LogError> {
+        Self::open_with(path, |_| Ok::<(), LogError>(()))
     }
 
     /// Like [`Log::open`], but hands each intact record to `visit` in log order as it is read
@@ -222,6 +244,43 @@ impl Log {
     /// records that were acknowledged and then lost.
     pub fn advance_to(&mut self, seq: u64) {
         self.next_seq = self.next_seq.max(seq);
+    }
+
+    /// Every acknowledged record whose seq is at least `from`, in log order, read through a
+    /// handle of its own (appends made while it runs are not seen). Only the acknowledged
+    /// bytes are read, so a damaged frame among them (the file changed under the log) is an
+    /// error, never a silently shorter answer. Records before `from` are read and skipped.
+    pub fn read_from(&self, from: u64) -> Result<Acknowledged, LogError> {
+        Acknowledged::open(&self.path, self.len, from)
+    }
+
+    /// Removes the records at `seqs` by rewriting the log without them (see
+    /// [`Log::rewrite`]); unknown seqs are ignored. The last record is refused with
+    /// [`LogError::Io`] of kind `InvalidInput` (it keeps the highest seq across a reopen, the
+    /// format storing no other watermark) and nothing changes. Holds the kept records in
+    /// memory while it runs, as compaction does.
+    pub fn erase(&mut self, seqs: &[u64]) -> Result<(), LogError> {
+        let gone: std::collections::HashSet<u64> = seqs.iter().copied().collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let mut kept = Vec::new();
+        let mut last = None;
+        for record in self.read_from(0)? {
+            let record = record?;
+            last = Some(record.seq);
+            if !gone.contains(&record.seq) {
+                kept.push(record);
+            }
+        }
+        if last.is_some_and(|seq| gone.contains(&seq)) {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the last record holds the log's highest seq and cannot be erased",
+            );
+            return Err(io_err(&self.path, e));
+        }
+        self.rewrite(&kept)
     }
 
     /// Length of the log file in bytes, header included (acknowledged data only).
@@ -356,6 +415,37 @@ impl Log {
         if !ok {
             tracing::warn!(path = %self.path.display(), len = self.len, "log rollback truncation failed; will retry");
         }
+    }
+}
+
+/// Resets `file` to a bare header and fsyncs it.
+impl crate::store::EventLog for Log {
+    fn append_batch(&mut self, payloads: &[&[u8]]) -> Result<Vec<u64>, LogError> {
+        Log::append_batch(self, payloads)
+    }
+
+    fn next_seq(&self) -> u64 {
+        Log::next_seq(self)
+    }
+
+    fn read_from(&self, from: u64) -> Result<crate::store::Records<'_>, LogError> {
+        Ok(Box::new(Log::read_from(self, from)?))
+    }
+
+    fn rewrite(&mut self, records: &[LogRecord]) -> Result<(), LogError> {
+        Log::rewrite(self, records)
+    }
+
+    fn erase(&mut self, seqs: &[u64]) -> Result<(), LogError> {
+        Log::erase(self, seqs)
+    }
+
+    fn advance_to(&mut self, seq: u64) {
+        Log::advance_to(self, seq);
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.len_bytes()
     }
 }
 

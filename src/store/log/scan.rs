@@ -58,6 +58,51 @@ impl<R: Read> Iterator for RecordIter<R> {
     }
 }
 
+/// The acknowledged records of a log from a given seq on (see [`super::Log::read_from`]).
+pub struct Acknowledged {
+    scanner: Scanner<BufReader<File>>,
+    from: u64,
+    done: bool,
+}
+
+impl Acknowledged {
+    /// Reads `path` up to `len`, the end of its acknowledged data.
+    pub(super) fn open(path: &Path, len: u64, from: u64) -> Result<Acknowledged, LogError> {
+        let mut file = File::open(path).map_err(|e| io_err(path, e))?;
+        let has_header = check_header(&mut file, path, len)?;
+        let reader = BufReader::with_capacity(SCAN_BUFFER, file);
+        Ok(Acknowledged {
+            scanner: Scanner::new(reader, path, len),
+            from,
+            done: !has_header,
+        })
+    }
+}
+
+impl Iterator for Acknowledged {
+    type Item = Result<LogRecord, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.scanner.step() {
+                Ok(Step::Record(r)) if r.seq < self.from => {}
+                Ok(Step::Record(r)) => return Some(Ok(r)),
+                Ok(Step::End) => self.done = true,
+                Ok(Step::Torn(at)) => {
+                    self.done = true;
+                    let reason = "an acknowledged frame is damaged".to_string();
+                    return Some(Err(self.scanner.corrupt(at, reason)));
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
 /// Outcome of decoding one frame.
 enum Step {
     Record(LogRecord),

@@ -508,3 +508,27 @@ proptest! {
         prop_assert!(got.last().is_none_or(|(s, _)| *s < next));
     }
 }
+
+#[test]
+fn file_log_meets_the_event_log_contract() {
+    crate::store::contract::check_all(&|| {
+        let (dir, path) = setup();
+        Box::new(move || {
+            let _kept = &dir;
+            let (log, _) = Log::open_checked(&path).unwrap();
+            Box::new(log)
+        })
+    });
+}
+
+#[test]
+fn read_from_reports_damage_to_acknowledged_frames() {
+    let (_d, path) = setup();
+    let (mut log, _) = Log::open(&path).unwrap();
+    log.append_batch(&[b"a", b"bb", b"ccc"]).unwrap();
+    let len = log.len_bytes();
+    flip_byte(&path, len - 1);
+    let items: Vec<_> = log.read_from(0).unwrap().collect();
+    assert_eq!(items.len(), 3, "two records, then the damage");
+    assert!(matches!(items[2], Err(LogError::Corrupt { .. })));
+}
