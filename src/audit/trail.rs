@@ -354,7 +354,11 @@ mod tests {
 
     fn entry(i: usize) -> AuditEntry {
         let tenant = ["a", "b", "c"][i % 3];
-        let action = if i.is_multiple_of(2) { "recall" } else { "get" };
+        let action = if i.is_multiple_of(2) {
+            super::super::AuditAction::Recall
+        } else {
+            super::super::AuditAction::Get
+        };
         let mut e = AuditEntry::new(
             tenant,
             "k",

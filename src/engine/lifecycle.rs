@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::writer::Writer;
 use super::{apply_delete, Lookup, Seen, Slot, Visible};
-use crate::audit::AuditEntry;
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::TenantGrant;
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::model::{ident, Timestamp};
@@ -197,11 +197,12 @@ impl Writer {
     ) -> Result<ErasureReceipt, String> {
         let (erased, kept, expired) = self.erasure_plan(tenant, actor);
         let erased_at = if erased.is_empty() {
-            let detail = json!({"reason": "erased", "actorId": actor, "kept": kept});
+            let reason = DeleteReason::Erased.as_str();
+            let detail = json!({"reason": reason, "actorId": actor, "kept": kept});
             self.pending_audit.push(AuditEntry::new(
                 tenant,
                 key_id,
-                "erased",
+                AuditAction::Erased,
                 Vec::new(),
                 detail,
             ));
@@ -325,8 +326,13 @@ impl Writer {
         };
         for (tenant, ids) in by_tenant {
             let detail = json!({"purged": ids.len()});
-            self.pending_audit
-                .push(AuditEntry::new(&tenant, key_id, "compact", ids, detail));
+            self.pending_audit.push(AuditEntry::new(
+                &tenant,
+                key_id,
+                AuditAction::Compact,
+                ids,
+                detail,
+            ));
         }
         let detail = json!({
             "purged": report.purged_event_ids.len(),
@@ -337,7 +343,7 @@ impl Writer {
         self.pending_audit.push(AuditEntry::new(
             super::ALL_TENANTS,
             key_id,
-            "compact",
+            AuditAction::Compact,
             Vec::new(),
             detail,
         ));

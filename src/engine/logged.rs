@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::audit::{AuditEntry, Keyed};
+use crate::audit::{AuditAction, AuditEntry, Keyed};
 use crate::model::{Decision, Timestamp};
 use crate::store::record::{DeleteRecord, PutRecord, Record, RequeueRecord, ReviewRecord};
 
@@ -37,7 +37,11 @@ pub(crate) fn put_entry(seq: u64, put: &PutRecord, keyed: &Keyed) -> AuditEntry 
         "contentHash": keyed.content_hash(&e.tenant_id, &e.summary),
         "supersedes": e.supersedes_event_ids,
     });
-    let action = if correcting { "correct" } else { "write" };
+    let action = if correcting {
+        AuditAction::Correct
+    } else {
+        AuditAction::Write
+    };
     stamped(
         AuditEntry::new(&e.tenant_id, &put.key_id, action, ids, detail),
         e.recorded_at,
@@ -58,7 +62,7 @@ pub(crate) fn delete_entry(seq: u64, rec: &DeleteRecord, extra: Value) -> AuditE
     let entry = AuditEntry::new(
         &rec.tenant_id,
         &rec.key_id,
-        rec.reason.as_str(),
+        AuditAction::from(rec.reason),
         rec.event_ids.clone(),
         detail,
     );
@@ -67,7 +71,11 @@ pub(crate) fn delete_entry(seq: u64, rec: &DeleteRecord, extra: Value) -> AuditE
 
 /// A review decision (`approve` or `reject`).
 pub(crate) fn review_entry(seq: u64, rec: &ReviewRecord) -> AuditEntry {
-    let action = if rec.approved { "approve" } else { "reject" };
+    let action = if rec.approved {
+        AuditAction::Approve
+    } else {
+        AuditAction::Reject
+    };
     let detail = json!({"noteHash": rec.note_hash});
     let entry = AuditEntry::new(
         &rec.tenant_id,
@@ -85,7 +93,7 @@ pub(crate) fn requeue_entry(seq: u64, rec: &RequeueRecord) -> AuditEntry {
     AuditEntry::new(
         &rec.tenant_id,
         rec.key_id.as_deref().unwrap_or("system"),
-        "requeue",
+        AuditAction::Requeue,
         vec![rec.event_id.clone()],
         detail,
     )

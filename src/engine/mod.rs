@@ -46,7 +46,7 @@ pub use review::ReviewOutcome;
 pub use scope_sync::ScopeHealth;
 pub use writer::WriterConfig;
 
-use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
+use crate::audit::{AuditAction, AuditEntry, AuditQuery, AuditTrail};
 use crate::auth::TenantGrant;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
@@ -488,7 +488,7 @@ impl Engine {
                 "contentHash": self.shared.keyed.content_hash(grant.tenant(), &input.summary),
             });
             let ids = input.event_id.iter().cloned().collect();
-            self.audit(read_audit(grant, "deny", ids, audit_detail));
+            self.audit(read_audit(grant, AuditAction::Deny, ids, audit_detail));
             return Err(
                 Problem::new(ErrorCode::PolicyDenied, detail).with_extra("decision", decision_json)
             );
@@ -540,7 +540,12 @@ impl Engine {
             ));
         }
         let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
-        self.audit(read_audit(grant, "write", vec![id.clone()], detail));
+        self.audit(read_audit(
+            grant,
+            AuditAction::Write,
+            vec![id.clone()],
+            detail,
+        ));
         let view = self.view(grant, &table);
         Ok(Some(WriteOutcome {
             event: view.present(&entry.event),
@@ -662,7 +667,7 @@ impl Engine {
         };
         self.audit(read_audit(
             grant,
-            "get",
+            AuditAction::Get,
             vec![event.event_id.clone()],
             Value::Null,
         ));
@@ -713,7 +718,7 @@ impl Engine {
             .iter()
             .map(|h| h.event.event_id.clone())
             .collect();
-        self.audit(read_audit(grant, "recall", ids, detail));
+        self.audit(read_audit(grant, AuditAction::Recall, ids, detail));
         Ok(resp)
     }
 
@@ -781,7 +786,7 @@ impl Engine {
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
         let ids = page.events.iter().map(|e| e.event_id.clone()).collect();
-        self.audit(read_audit(grant, "timeline", ids, detail));
+        self.audit(read_audit(grant, AuditAction::Timeline, ids, detail));
         Ok(page)
     }
 
@@ -970,12 +975,22 @@ impl Engine {
             ..AuditQuery::default()
         };
         let entries = self.audit_page(grant, &q).await?;
-        self.audit(read_audit(grant, "history", vec![id], Value::Null));
+        self.audit(read_audit(
+            grant,
+            AuditAction::History,
+            vec![id],
+            Value::Null,
+        ));
         Ok((current, entries))
     }
 }
 
-fn read_audit(grant: &TenantGrant, action: &str, ids: Vec<String>, detail: Value) -> AuditEntry {
+fn read_audit(
+    grant: &TenantGrant,
+    action: AuditAction,
+    ids: Vec<String>,
+    detail: Value,
+) -> AuditEntry {
     AuditEntry::new(grant.tenant(), grant.key_id(), action, ids, detail)
 }
 

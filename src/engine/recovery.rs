@@ -29,7 +29,7 @@ use serde_json::json;
 
 use super::{logged, EngineConfig, Paths, ALL_TENANTS};
 use crate::audit::trail::AuditTrail;
-use crate::audit::{AuditEntry, Keyed};
+use crate::audit::{AuditAction, AuditEntry, Keyed};
 use crate::index::scope::{CommitMark, ScopeIndex};
 use crate::index::vector::HnswIndex;
 use crate::model::Timestamp;
@@ -286,13 +286,23 @@ impl TrailImage {
         if let Some(seq) = e.log_seq {
             self.max_log_seq = Some(self.max_log_seq.map_or(seq, |m| m.max(seq)));
         }
-        let reason = match e.action.as_str() {
-            "deleted" => Some(DeleteReason::Deleted),
-            "erased" => Some(DeleteReason::Erased),
-            "expired" => Some(DeleteReason::Expired),
-            "rejected" | "reject" => Some(DeleteReason::Rejected),
-            "policy_denied" => Some(DeleteReason::PolicyDenied),
-            _ => None,
+        let reason = match e.action {
+            AuditAction::Deleted => Some(DeleteReason::Deleted),
+            AuditAction::Erased => Some(DeleteReason::Erased),
+            AuditAction::Expired => Some(DeleteReason::Expired),
+            AuditAction::Rejected | AuditAction::Reject => Some(DeleteReason::Rejected),
+            AuditAction::PolicyDenied => Some(DeleteReason::PolicyDenied),
+            AuditAction::Write
+            | AuditAction::Correct
+            | AuditAction::Deny
+            | AuditAction::Get
+            | AuditAction::Recall
+            | AuditAction::Timeline
+            | AuditAction::History
+            | AuditAction::Approve
+            | AuditAction::Requeue
+            | AuditAction::Compact
+            | AuditAction::Recovered => None,
         };
         if let Some(reason) = reason {
             for id in &e.event_ids {
@@ -301,7 +311,7 @@ impl TrailImage {
             }
             return;
         }
-        if let (Some(seq), "write" | "correct") = (e.log_seq, e.action.as_str()) {
+        if let (Some(seq), AuditAction::Write | AuditAction::Correct) = (e.log_seq, e.action) {
             if let Some(id) = e.event_ids.first() {
                 self.written.push((e.tenant_id.clone(), id.clone(), seq));
             }
@@ -448,7 +458,7 @@ fn apply(
         entries.push(AuditEntry::new(
             tenant,
             RECOVERY_KEY,
-            "recovered",
+            AuditAction::Recovered,
             ids,
             detail,
         ));
@@ -462,7 +472,7 @@ fn apply(
     entries.push(AuditEntry::new(
         ALL_TENANTS,
         RECOVERY_KEY,
-        "recovered",
+        AuditAction::Recovered,
         Vec::new(),
         detail,
     ));

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use super::lifecycle::{CompactReport, DeleteReply, ErasureReceipt};
 use super::{apply_put, logged, Lookup, Shared};
-use crate::audit::AuditEntry;
+use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::TenantGrant;
 use crate::model::{Decision, EventInput, EventStatus, StoredEvent, Timestamp};
 use crate::store::log::Log;
@@ -550,7 +550,7 @@ fn replay_audit(p: &PendingPut, event: &StoredEvent, keyed: &crate::audit::Keyed
     AuditEntry::new(
         &p.tenant,
         &p.key_id,
-        "write",
+        AuditAction::Write,
         vec![event.event_id.clone()],
         detail,
     )
