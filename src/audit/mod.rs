@@ -5,7 +5,8 @@
 //! content or query text, so purging an event never requires rewriting the trail; entries
 //! are tenant-scoped and ordered by their sequence number; the log file is the only copy
 //! of the trail — memory holds a sparse block index over it ([`trail`]), so memory does not
-//! grow with the number of audited requests.
+//! grow with the number of audited requests; entries reach the file only through
+//! [`AuditAppender`] (owned by the writer), which makes a batch durable before indexing it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,10 +14,12 @@ use serde_json::Value;
 use crate::model::Timestamp;
 
 pub mod action;
+pub mod appender;
 pub mod keyed;
 pub mod trail;
 
 pub use action::AuditAction;
+pub use appender::{AuditAppender, AuditError, TrailFacts};
 pub use keyed::Keyed;
 pub use trail::AuditTrail;
 

@@ -166,8 +166,8 @@ impl Writer {
             .map_err(|e| e.to_string())?;
         apply_delete(&self.shared, rec, true);
         let seq = seqs.first().copied().unwrap_or_default();
-        self.pending_audit
-            .push(super::logged::delete_entry(seq, rec, extra));
+        self.audit
+            .record(super::logged::delete_entry(seq, rec, extra));
         Ok(rec.deleted_at)
     }
 
@@ -199,7 +199,7 @@ impl Writer {
         let erased_at = if erased.is_empty() {
             let reason = DeleteReason::Erased.as_str();
             let detail = json!({"reason": reason, "actorId": actor, "kept": kept});
-            self.pending_audit.push(AuditEntry::new(
+            self.audit.record(AuditEntry::new(
                 tenant,
                 key_id,
                 AuditAction::Erased,
@@ -288,15 +288,10 @@ impl Writer {
         }
     }
 
-    /// Appends pending audit entries durably; on failure they stay pending for the next try.
+    /// Appends queued audit entries durably; on failure they stay queued for the next try.
     pub(super) fn flush_audit(&mut self) {
-        if self.pending_audit.is_empty() {
-            return;
-        }
-        let mut entries = std::mem::take(&mut self.pending_audit);
-        if let Err(e) = self.shared.audit.append(&mut self.audit_log, &mut entries) {
+        if let Err(e) = self.audit.flush() {
             tracing::error!(error = %e, "audit append failed; entries kept for retry");
-            self.pending_audit = entries;
         }
     }
 
@@ -326,7 +321,7 @@ impl Writer {
         };
         for (tenant, ids) in by_tenant {
             let detail = json!({"purged": ids.len()});
-            self.pending_audit.push(AuditEntry::new(
+            self.audit.record(AuditEntry::new(
                 &tenant,
                 key_id,
                 AuditAction::Compact,
@@ -340,7 +335,7 @@ impl Writer {
             "logBytesAfter": report.log_bytes_after,
             "liveEvents": live,
         });
-        self.pending_audit.push(AuditEntry::new(
+        self.audit.record(AuditEntry::new(
             super::ALL_TENANTS,
             key_id,
             AuditAction::Compact,

@@ -177,7 +177,7 @@ pub struct Shared {
     /// Whether `scope` is in step with the log, and what a repair must apply again.
     pub scope_health: ScopeHealth,
     /// The audit trail: its log file plus a sparse, bounded index over it.
-    pub audit: AuditTrail,
+    pub audit: Arc<AuditTrail>,
     /// The data directory's hashing secret (keyed content and query hashes, key tags).
     pub keyed: crate::audit::Keyed,
     /// File locations.

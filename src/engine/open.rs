@@ -21,8 +21,7 @@ use super::{
     apply_delete, apply_put, apply_review, apply_tombstone, Engine, EngineConfig, Paths, Shared,
     Slot, Table,
 };
-use crate::audit::trail::{frame_offsets, Placed, FRAME_HEADER_LEN};
-use crate::audit::{AuditStamp, AuditTrail};
+use crate::audit::AuditAppender;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::index::scope::{CommitMark, ScopeIndex, ScopeIndexError};
@@ -35,15 +34,19 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     create_dirs(&paths)?;
     crate::fsutil::tighten_data_dir(&config.data_dir);
     let dir_lock = lock_data_dir(&config.data_dir)?;
-    let (mut audit_log, audit, trail) = open_audit(&paths)?;
+    let (mut audit, trail) = AuditAppender::open(&paths.audit)?;
     let keyed = crate::audit::Keyed::open_or_create(&paths.hash_key)?;
     let (scope, scope_seq) = open_scope(&paths)?;
     let mark = scope.commit_mark().ok().flatten();
     let hnsw_seq = HnswIndex::snapshot_seq(&paths.hnsw).ok().flatten();
     let (mut log_witnesses, audit_witnesses) = recovery::index_witnesses(mark, hnsw_seq);
     log_witnesses.extend(recovery::trail_witness(trail.max_log_seq));
-    let audit_held = audit_log.next_seq().checked_sub(1).filter(|s| *s > 0);
-    recovery::check(&paths.audit, audit_held, &audit_witnesses, &config.data_dir)?;
+    recovery::check(
+        &paths.audit,
+        audit.last_seq(),
+        &audit_witnesses,
+        &config.data_dir,
+    )?;
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::new(config.stale)),
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
@@ -58,7 +61,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         scope,
         watermark: AtomicUsize::new(0),
         scope_health: Default::default(),
-        audit,
+        audit: Arc::clone(audit.trail()),
         keyed,
         paths: paths.clone(),
     });
@@ -77,13 +80,16 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
             entries = reconciled.entries.len(),
             "audited logged records the trail lacked (the writer stopped before the trail's fsync)"
         );
-        recovery::append_audit(&mut audit_log, &shared.audit, reconciled.entries)?;
+        let mut entries = reconciled.entries;
+        audit
+            .append_batch(&mut entries)
+            .with_context(|| format!("appending to {}", paths.audit.display()))?;
     }
     attach_hnsw(&shared, &config, last_seq)?;
     let next_doc = shared.table.read().next_doc() as usize;
     let mark = CommitMark {
         last_seq: last_seq.unwrap_or(0),
-        audit_seq: Some(audit_log.next_seq().saturating_sub(1)),
+        audit_seq: Some(audit.last_seq().unwrap_or(0)),
     };
     shared
         .scope
@@ -98,7 +104,7 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         "engine recovered from the log"
     );
     super::partitions::maybe_rebuild(&shared);
-    start(shared, log, audit_log, config, embedder, dir_lock)
+    start(shared, log, audit, config, embedder, dir_lock)
 }
 
 /// Takes the data directory's exclusive lock, so a second process (a second server, or an
@@ -140,57 +146,6 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
-}
-
-/// What start-up needs to know of the audit trail besides its index.
-pub(super) struct TrailFacts {
-    /// Records in the trail.
-    entries: u64,
-    /// The highest event-log sequence an entry audits.
-    max_log_seq: Option<u64>,
-}
-
-/// Opens the audit log and indexes it; every record must decode, as before. The entries
-/// themselves are not kept: queries read them back from the file.
-pub(super) fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail, TrailFacts)> {
-    let (log, recovery) = Log::open(&paths.audit)
-        .with_context(|| format!("opening audit log {}", paths.audit.display()))?;
-    if recovery.truncated_bytes > 0 {
-        tracing::warn!(
-            bytes = recovery.truncated_bytes,
-            path = %paths.audit.display(),
-            "dropped a torn, unacknowledged audit tail"
-        );
-    }
-    let trail = AuditTrail::new(&paths.audit);
-    let mut facts = TrailFacts {
-        entries: 0,
-        max_log_seq: None,
-    };
-    for (offset, rec) in frame_offsets(&recovery.records) {
-        let entry: AuditStamp<'_> = serde_json::from_slice(&rec.payload)
-            .with_context(|| format!("audit log {} record {}", paths.audit.display(), rec.seq))?;
-        facts.entries += 1;
-        if let Some(seq) = entry.log_seq {
-            facts.max_log_seq = Some(facts.max_log_seq.map_or(seq, |m| m.max(seq)));
-        }
-        trail.indexed(&[Placed {
-            seq: rec.seq,
-            tenant_seq: entry.seq,
-            offset,
-            payload_len: rec.payload.len() as u64,
-            tenant: &entry.tenant_id,
-            at_ms: entry.at.unix_millis(),
-        }]);
-    }
-    anyhow::ensure!(
-        frame_offsets(&recovery.records)
-            .last()
-            .is_none_or(|(o, r)| o + FRAME_HEADER_LEN + r.payload.len() as u64 == log.len_bytes()),
-        "audit log {}: recovered records do not cover the file",
-        paths.audit.display()
-    );
-    Ok((log, trail, facts))
 }
 
 /// Opens the scope index, discarding it when unreadable (an index ahead of the log is found
@@ -430,13 +385,13 @@ fn vectors_upto(table: &Table, seq: u64) -> usize {
 fn start(
     shared: Arc<Shared>,
     log: Log,
-    audit_log: Log,
+    audit: AuditAppender,
     config: EngineConfig,
     embedder: Arc<dyn Embedder>,
     dir_lock: std::fs::File,
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
-    let writer = Writer::new(Arc::clone(&shared), log, audit_log, config.writer.clone());
+    let writer = Writer::new(Arc::clone(&shared), log, audit, config.writer.clone());
     let handle = std::thread::Builder::new()
         .name("episodic-writer".into())
         .spawn(move || {

@@ -28,12 +28,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{logged, EngineConfig, Paths, ALL_TENANTS};
-use crate::audit::trail::AuditTrail;
-use crate::audit::{AuditAction, AuditEntry, Keyed};
+use crate::audit::{AuditAction, AuditAppender, AuditEntry, Keyed};
 use crate::index::scope::{CommitMark, ScopeIndex};
 use crate::index::vector::HnswIndex;
 use crate::model::Timestamp;
-use crate::store::log::{read_records, Log, LogRecord};
+use crate::store::log::{Log, LogRecord};
 use crate::store::record::{decode, encode, DeleteReason, DeleteRecord, Record, TombstoneRecord};
 
 /// A record that says how far a log reached: what it is, and the sequence it names.
@@ -158,17 +157,6 @@ impl Reconciled {
     }
 }
 
-/// Appends `entries` to the audit log durably and indexes them.
-pub(super) fn append_audit(
-    audit_log: &mut Log,
-    trail: &AuditTrail,
-    mut entries: Vec<AuditEntry>,
-) -> anyhow::Result<()> {
-    trail
-        .append(audit_log, &mut entries)
-        .with_context(|| format!("appending to {}", audit_log.path().display()))
-}
-
 /// What [`recover`] found, and did.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -266,18 +254,15 @@ struct TrailImage {
 }
 
 impl TrailImage {
-    /// Reads the trail (the audit log already opened and indexed by `open_audit`, so its
-    /// torn tail is gone and `last_seq` is known).
-    fn read(path: &Path, last_seq: Option<u64>) -> anyhow::Result<TrailImage> {
+    /// Reads the trail (already opened and indexed by [`AuditAppender::open`], so its torn
+    /// tail is gone and its last sequence is known).
+    fn read(audit: &AuditAppender) -> anyhow::Result<TrailImage> {
         let mut image = TrailImage {
-            last_seq,
+            last_seq: audit.last_seq(),
             ..TrailImage::default()
         };
-        for rec in read_records(path).with_context(|| format!("reading {}", path.display()))? {
-            let rec = rec.with_context(|| format!("reading {}", path.display()))?;
-            let entry: AuditEntry = serde_json::from_slice(&rec.payload)
-                .with_context(|| format!("audit record seq {}", rec.seq))?;
-            image.see(&entry);
+        for entry in audit.read_all()? {
+            image.see(&entry?);
         }
         Ok(image)
     }
@@ -325,9 +310,8 @@ pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<Recov
     let paths = Paths::new(&config.data_dir);
     let _lock = super::open::lock_data_dir(&config.data_dir)?;
     let (mut log, image) = LogImage::read(&paths.log)?;
-    let (mut audit_log, index, _) = super::open::open_audit(&paths)?;
-    let held = audit_log.next_seq().checked_sub(1).filter(|s| *s > 0);
-    let trail = TrailImage::read(&paths.audit, held)?;
+    let (mut audit, _) = AuditAppender::open(&paths.audit)?;
+    let trail = TrailImage::read(&audit)?;
     let mark = match ScopeIndex::open(&paths.scope) {
         Ok((index, _)) => index.commit_mark().ok().flatten(),
         Err(_) => None,
@@ -354,13 +338,7 @@ pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<Recov
     if !accept_loss || report.nothing_lost {
         return Ok(report);
     }
-    apply(
-        &paths,
-        &mut log,
-        (&mut audit_log, &index),
-        records,
-        &mut report,
-    )?;
+    apply(&paths, &mut log, &mut audit, records, &mut report)?;
     report.applied = true;
     Ok(report)
 }
@@ -428,7 +406,7 @@ const RECOVERY_KEY: &str = "recovery";
 fn apply(
     paths: &Paths,
     log: &mut Log,
-    (audit_log, trail): (&mut Log, &AuditTrail),
+    audit: &mut AuditAppender,
     mut records: Vec<Record>,
     report: &mut RecoveryReport,
 ) -> anyhow::Result<()> {
@@ -476,8 +454,10 @@ fn apply(
         Vec::new(),
         detail,
     ));
-    audit_log.advance_to(report.audit_expected + 1);
-    append_audit(audit_log, trail, entries)?;
+    audit.advance_to(report.audit_expected + 1);
+    audit
+        .append_batch(&mut entries)
+        .with_context(|| format!("appending to {}", paths.audit.display()))?;
     for dir in [&paths.scope, &paths.hnsw] {
         remove_derived(dir)?;
     }

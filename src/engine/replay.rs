@@ -143,8 +143,7 @@ impl Writer {
                 .map_err(|e| e.to_string())?;
             apply_requeue(&self.shared, &rec);
             let seq = seqs.first().copied().unwrap_or_default();
-            self.pending_audit
-                .push(super::logged::requeue_entry(seq, &rec));
+            self.audit.record(super::logged::requeue_entry(seq, &rec));
         }
         Ok(())
     }

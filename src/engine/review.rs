@@ -59,8 +59,7 @@ impl Writer {
         })?;
         apply_review(&self.shared, &rec, true);
         let seq = seqs.first().copied().unwrap_or_default();
-        self.pending_audit
-            .push(super::logged::review_entry(seq, &rec));
+        self.audit.record(super::logged::review_entry(seq, &rec));
         Ok(ReviewOutcome {
             event_id: event_id.to_string(),
             status: if approve { "active" } else { "rejected" }.to_string(),

@@ -173,7 +173,7 @@ impl Writer {
     pub(super) fn commit_mark(&self) -> CommitMark {
         CommitMark {
             last_seq: self.log.next_seq().saturating_sub(1),
-            audit_seq: Some(self.audit_log.next_seq().saturating_sub(1)),
+            audit_seq: Some(self.audit.last_seq().unwrap_or(0)),
         }
     }
 

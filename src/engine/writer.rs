@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use super::lifecycle::{CompactReport, DeleteReply, ErasureReceipt};
 use super::{apply_put, logged, Lookup, Shared};
-use crate::audit::{AuditAction, AuditEntry};
+use crate::audit::{AuditAction, AuditAppender, AuditEntry};
 use crate::auth::TenantGrant;
 use crate::model::{Decision, EventInput, EventStatus, StoredEvent, Timestamp};
 use crate::store::log::Log;
@@ -145,8 +145,7 @@ pub struct WriterConfig {
 pub struct Writer {
     pub(super) shared: Arc<Shared>,
     pub(super) log: Log,
-    pub(super) audit_log: Log,
-    pub(super) pending_audit: Vec<AuditEntry>,
+    pub(super) audit: AuditAppender,
     pub(super) config: WriterConfig,
     pub(super) last_commit: Instant,
     pub(super) last_sweep: Instant,
@@ -171,13 +170,12 @@ struct Batch {
 }
 
 impl Writer {
-    /// A writer over opened event and audit logs.
-    pub fn new(shared: Arc<Shared>, log: Log, audit_log: Log, config: WriterConfig) -> Self {
+    /// A writer over the opened event log and audit trail.
+    pub fn new(shared: Arc<Shared>, log: Log, audit: AuditAppender, config: WriterConfig) -> Self {
         Writer {
             shared,
             log,
-            audit_log,
-            pending_audit: Vec::new(),
+            audit,
             config,
             last_commit: Instant::now(),
             last_sweep: Instant::now(),
@@ -210,7 +208,7 @@ impl Writer {
         while let Some(cmd) = next.take() {
             match cmd {
                 Command::Put(p, reply) => batch.puts.push((p, reply)),
-                Command::Audit(entry) => self.pending_audit.push(*entry),
+                Command::Audit(entry) => self.audit.record(*entry),
                 Command::Refresh(reply) => batch.refreshes.push(reply),
                 Command::Shutdown(reply) => batch.shutdown = Some(reply),
                 other @ (Command::Delete { .. }
@@ -332,7 +330,7 @@ impl Writer {
             let event = put.event.clone();
             let decision = put.decision.clone();
             let entry = logged::put_entry(*seq, &put, &self.shared.keyed);
-            self.pending_audit.push(entry);
+            self.audit.record(entry);
             if let Err(e) = apply_put(&self.shared, *seq, put, true) {
                 tracing::error!(error = %e, "index update failed after a durable write");
             }
@@ -367,7 +365,7 @@ impl Writer {
                 Err(answer) => {
                     if let PutReply::Replayed(event, _) = &answer {
                         let entry = replay_audit(&pending, event, &self.shared.keyed);
-                        self.pending_audit.push(entry);
+                        self.audit.record(entry);
                     }
                     let _ = reply.send(answer);
                 }
