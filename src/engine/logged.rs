@@ -1,6 +1,6 @@
 //! The audit entry each event-log record implies: one function for the writer, which audits
 //! what it just logged, and for start-up, which audits logged records the trail lacks (the
-//! writer died between the log's fsync and the trail's).
+//! writer died between the log's fsync and the trail's: [`Reconciled`]).
 //!
 //! Invariants: an entry derived here carries the record's `logSeq`; it holds ids, times,
 //! keys, decisions and keyed hashes, never content; the writer and recovery derive the same
@@ -113,4 +113,24 @@ pub(crate) fn recovered(mut entry: AuditEntry) -> AuditEntry {
         entry.detail = json!({"recovered": true});
     }
     entry
+}
+
+/// Entries derived at start-up for logged records the trail lacks.
+#[derive(Debug, Default)]
+pub(crate) struct Reconciled {
+    /// Records after this sequence are audited here (`None`: none are).
+    pub after: Option<u64>,
+    /// The derived entries, in log order.
+    pub entries: Vec<AuditEntry>,
+}
+
+impl Reconciled {
+    /// Derives the entry of record `seq` when the trail lacks it.
+    pub fn see(&mut self, seq: u64, record: &Record, keyed: &Keyed) {
+        if self.after.is_some_and(|after| seq > after) {
+            if let Some(e) = audit_entry(seq, record, keyed) {
+                self.entries.push(recovered(e));
+            }
+        }
+    }
 }

@@ -27,13 +27,15 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{logged, EngineConfig, Paths, ALL_TENANTS};
+use super::logged;
+use super::shared::{lock_data_dir, Paths, ALL_TENANTS};
+use super::EngineConfig;
 use crate::audit::{AuditAction, AuditAppender, AuditEntry, Keyed};
 use crate::index::scope::{CommitMark, ScopeIndex};
 use crate::index::vector::HnswIndex;
 use crate::model::Timestamp;
-use crate::store::log::{Log, LogRecord};
 use crate::store::record::{decode, encode, DeleteReason, DeleteRecord, Record, TombstoneRecord};
+use crate::store::{self, EventLog};
 
 /// A record that says how far a log reached: what it is, and the sequence it names.
 #[derive(Debug, Clone)]
@@ -137,26 +139,6 @@ pub(super) fn reconcile_from(max_log_seq: Option<u64>, trail_entries: u64) -> Op
     }
 }
 
-/// Entries derived at start-up for logged records the trail lacks.
-#[derive(Debug, Default)]
-pub(super) struct Reconciled {
-    /// Records after this sequence are audited here (`None`: none are).
-    pub after: Option<u64>,
-    /// The derived entries, in log order.
-    pub entries: Vec<AuditEntry>,
-}
-
-impl Reconciled {
-    /// Derives the entry of record `seq` when the trail lacks it.
-    pub fn see(&mut self, seq: u64, record: &Record, keyed: &Keyed) {
-        if self.after.is_some_and(|after| seq > after) {
-            if let Some(e) = logged::audit_entry(seq, record, keyed) {
-                self.entries.push(logged::recovered(e));
-            }
-        }
-    }
-}
-
 /// What [`recover`] found, and did.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -205,16 +187,20 @@ struct LogImage {
 }
 
 impl LogImage {
-    fn read(path: &Path) -> anyhow::Result<(Log, LogImage)> {
-        let mut image = LogImage::default();
-        let (log, found) = Log::open_with(path, |rec: LogRecord| {
-            let record =
-                decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+    fn read(path: &Path) -> anyhow::Result<(Box<dyn EventLog>, LogImage)> {
+        let reading = || format!("reading {}", path.display());
+        let (log, found) = store::open_local(path).with_context(reading)?;
+        let mut image = LogImage {
+            last_seq: found.last_seq,
+            ..LogImage::default()
+        };
+        for rec in log.read_from(0).with_context(reading)? {
+            let rec = rec.with_context(reading)?;
+            let record = decode(&rec.payload)
+                .with_context(|| format!("log record seq {}", rec.seq))
+                .with_context(reading)?;
             image.see(record);
-            Ok::<(), anyhow::Error>(())
-        })
-        .with_context(|| format!("reading {}", path.display()))?;
-        image.last_seq = found.last_seq;
+        }
         Ok((log, image))
     }
 
@@ -308,7 +294,7 @@ impl TrailImage {
 /// and, with `accept_loss`, makes the files consistent again: see the module docs.
 pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<RecoveryReport> {
     let paths = Paths::new(&config.data_dir);
-    let _lock = super::open::lock_data_dir(&config.data_dir)?;
+    let _lock = lock_data_dir(&config.data_dir)?;
     let (mut log, image) = LogImage::read(&paths.log)?;
     let (mut audit, _) = AuditAppender::open(&paths.audit)?;
     let trail = TrailImage::read(&audit)?;
@@ -338,7 +324,7 @@ pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<Recov
     if !accept_loss || report.nothing_lost {
         return Ok(report);
     }
-    apply(&paths, &mut log, &mut audit, records, &mut report)?;
+    apply(&paths, log.as_mut(), &mut audit, records, &mut report)?;
     report.applied = true;
     Ok(report)
 }
@@ -405,7 +391,7 @@ const RECOVERY_KEY: &str = "recovery";
 /// removes the derived indexes.
 fn apply(
     paths: &Paths,
-    log: &mut Log,
+    log: &mut dyn EventLog,
     audit: &mut AuditAppender,
     mut records: Vec<Record>,
     report: &mut RecoveryReport,
