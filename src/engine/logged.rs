@@ -87,7 +87,7 @@ pub(crate) fn review_entry(seq: u64, rec: &ReviewRecord) -> AuditEntry {
     stamped(entry, rec.decided_at, seq)
 }
 
-/// A policy replay sending an event back to review (`requeue`).
+/// A policy re-evaluation sending an event back to review (`requeue`).
 pub(crate) fn requeue_entry(seq: u64, rec: &RequeueRecord) -> AuditEntry {
     let detail = json!({"decision": rec.decision, "policyVersion": rec.policy_version});
     AuditEntry::new(

@@ -2,13 +2,14 @@
 //! in-memory table, the scope (tantivy) and vector (exact + HNSW) indexes and the embedder,
 //! and exposes write, get, recall, timeline and the lifecycle operations to the API.
 //!
-//! Layout: this file is the [`Engine`] handle (validation, policy, embedding and reads, and
-//! the requests it sends the writer); [`writer`] is the write half, in one folder (see its
-//! docs for the vocabulary of apply, catch-up, re-evaluation and idempotent retry); `open`
-//! starts it all, `recovery` proves nothing acknowledged is missing; `shared`, `logged`,
-//! `partitions` and `scope_health` are leaves the others use. Dependencies point one way:
-//! this file → `open`, `recovery` → `writer` → the leaves; nothing in `writer` imports from
-//! this file.
+//! Layout: this file is the [`Engine`] handle (reads, and the requests it sends the
+//! writer), `write` its write path (validation, policy, idempotent retries, embedding),
+//! `export` and `observe` two more entry points; [`writer`] is the write half, in one folder
+//! (see its docs for the vocabulary of apply, catch-up, re-evaluation and idempotent retry);
+//! `open` starts it all and `recovery` proves nothing acknowledged is missing; `shared`,
+//! `logged`, `partitions` and `scope_health` are leaves the others use. Dependencies point
+//! one way: the handle → `open`, `recovery` → `writer` → the leaves; nothing in `writer`
+//! imports from the handle.
 //!
 //! Invariants:
 //! - every call takes a [`TenantGrant`]; the tenant is never read from a request body;
@@ -29,6 +30,7 @@ mod partitions;
 mod recovery;
 mod scope_health;
 mod shared;
+mod write;
 mod writer;
 
 use std::path::PathBuf;
@@ -36,7 +38,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 pub use crate::read::SubjectRule;
@@ -45,6 +46,7 @@ pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
 pub use scope_health::ScopeHealth;
 pub use shared::{Paths, Shared, ALL_TENANTS};
+pub use write::WriteOutcome;
 pub use writer::{
     CompactReport, ErasureReceipt, Kept, Receipt, ReevaluationReport, ReviewOutcome, Verdict,
     WriterConfig,
@@ -56,15 +58,15 @@ use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::error::{ErrorCode, Problem};
 use crate::index::vector::HnswParams;
-use crate::model::validate::{validate_event, Limits};
+use crate::model::validate::Limits;
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
 use crate::rank::RankConfig;
-use crate::read::{Lookup, Seen, Table, Visible};
+use crate::read::{Seen, Table, Visible};
 use crate::retrieve::{
     QueryRead, RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery,
 };
-use writer::{Command, DeleteReply, PendingPut, PutReply, ReviewFailure, WriterError};
+use writer::{Command, DeleteReply, ReviewFailure, WriterError};
 
 /// Everything the engine is configured with.
 #[derive(Debug, Clone)]
@@ -140,22 +142,6 @@ pub struct Engine {
     writer_thread: Arc<parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
-/// The result of an accepted write.
-#[derive(Debug, Clone)]
-pub struct WriteOutcome {
-    /// The event as stored.
-    pub event: StoredEvent,
-    /// The decision that admitted it.
-    pub decision: Decision,
-    /// Whether this was an idempotent retry of an earlier write (answered with its result).
-    pub retried: bool,
-}
-
-fn hash_input(input: &crate::model::EventInput) -> String {
-    let bytes = serde_json::to_vec(input).unwrap_or_default();
-    hex::encode(Sha256::digest(bytes))
-}
-
 impl Engine {
     /// Opens (recovering from the log) or creates the engine. Blocking; call off async threads.
     pub fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
@@ -191,170 +177,6 @@ impl Engine {
     /// Whether the scope index is in step with the log (`/readyz`, `/metrics`).
     pub fn scope_health(&self) -> &ScopeHealth {
         &self.shared.scope_health
-    }
-
-    /// Validates, decides, embeds and durably stores one event.
-    pub async fn write(
-        &self,
-        grant: &TenantGrant,
-        body: &Value,
-        wait_for: bool,
-    ) -> Result<WriteOutcome, Problem> {
-        self.write_inner(grant, body, wait_for, None).await
-    }
-
-    /// Like [`Engine::write`] with a precomputed summary embedding (bulk loads, benchmarks).
-    /// The vector must have the embedder's dimension; it is L2-normalised here.
-    pub async fn write_embedded(
-        &self,
-        grant: &TenantGrant,
-        body: &Value,
-        vector: Vec<f32>,
-        wait_for: bool,
-    ) -> Result<WriteOutcome, Problem> {
-        self.write_inner(grant, body, wait_for, Some(vector)).await
-    }
-
-    async fn write_inner(
-        &self,
-        grant: &TenantGrant,
-        body: &Value,
-        wait_for: bool,
-        vector: Option<Vec<f32>>,
-    ) -> Result<WriteOutcome, Problem> {
-        let now = Timestamp::now();
-        let mut input =
-            validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
-        check_body_tenant(grant, body)?;
-        if !grant.allows_actor(&input.actor_id) {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                format!("this key may not act for actor {}", input.actor_id),
-            ));
-        }
-        if let Some(chosen) = input.event_id.take() {
-            if !grant.is_internal() && chosen.contains(crate::read::NAMESPACE_MARK) {
-                return Err(Problem::validation(vec![crate::error::FieldError::new(
-                    "eventId",
-                    format!(
-                        "must not contain `{}` (it marks ids namespaced by key)",
-                        crate::read::NAMESPACE_MARK
-                    ),
-                )]));
-            }
-            let class = input.privacy_class;
-            input.event_id = Some(crate::read::stored_id(
-                grant,
-                &self.shared.keyed,
-                &chosen,
-                class,
-            ));
-        }
-        self.resolve_targets(grant, &mut input.supersedes_event_ids);
-        let decision = self.config.policy.decide(&input, grant.tenant(), now);
-        crate::telemetry::policy_decision(decision.outcome());
-        if let Decision::Deny { reason } = &decision {
-            let detail = format!(
-                "write policy {} denied the event: {reason}",
-                self.config.policy.version
-            );
-            let decision_json = serde_json::to_value(&decision).unwrap_or(Value::Null);
-            let audit_detail = serde_json::json!({
-                "decision": decision_json,
-                "policyVersion": self.config.policy.version,
-                "contentHash": self.shared.keyed.content_hash(grant.tenant(), &input.summary),
-            });
-            let ids = input.event_id.iter().cloned().collect();
-            self.audit(read_audit(grant, AuditAction::Deny, ids, audit_detail));
-            return Err(
-                Problem::new(ErrorCode::PolicyDenied, detail).with_extra("decision", decision_json)
-            );
-        }
-        let input_hash = hash_input(&input);
-        if let Some(done) = self.retry_without_embedding(grant, &input, &input_hash)? {
-            return Ok(done);
-        }
-        let vector = match vector {
-            Some(v) => normalized(v, self.embedder.dim())?,
-            None => self.embed_one(input.summary.clone()).await?,
-        };
-        let pending = PendingPut {
-            grant: grant.clone(),
-            tenant: grant.tenant().to_string(),
-            key_id: grant.key_id().to_string(),
-            input,
-            input_hash,
-            decision,
-            policy_version: self.config.policy.version.clone(),
-            vector,
-        };
-        let outcome = self.send_put(pending).await?;
-        if wait_for {
-            self.refresh().await?;
-        }
-        Ok(outcome)
-    }
-
-    /// Answers an idempotent retry of a stored write from the table, before any embedding
-    /// (the writer checks again, serially, for a retry racing its original).
-    fn retry_without_embedding(
-        &self,
-        grant: &TenantGrant,
-        input: &crate::model::EventInput,
-        hash: &str,
-    ) -> Result<Option<WriteOutcome>, Problem> {
-        let Some(id) = &input.event_id else {
-            return Ok(None);
-        };
-        let table = self.shared.table.read();
-        let entry = match table.lookup(grant.tenant(), id) {
-            Lookup::Missing => return Ok(None),
-            Lookup::Deleted(_) => return Err(deleted_conflict(id)),
-            Lookup::Live(entry) => entry,
-        };
-        if entry.input_hash != hash {
-            return Err(Problem::new(
-                ErrorCode::Conflict,
-                format!("event {id} already exists with different content"),
-            ));
-        }
-        let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
-        self.audit(read_audit(
-            grant,
-            AuditAction::Write,
-            vec![id.clone()],
-            detail,
-        ));
-        let view = self.view(grant, &table);
-        Ok(Some(WriteOutcome {
-            event: view.present(&entry.event),
-            decision: entry.decision.clone(),
-            retried: true,
-        }))
-    }
-
-    async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Problem> {
-        let grant = pending.grant.clone();
-        let (tx, rx) = oneshot::channel();
-        let _queued = crate::telemetry::QueueGuard::enter();
-        self.tx
-            .send(Command::Put(Box::new(pending), tx))
-            .map_err(|_| writer_gone())?;
-        match rx.await.map_err(|_| writer_gone())? {
-            PutReply::Stored(event, decision) => Ok(WriteOutcome {
-                event: *event,
-                decision,
-                retried: false,
-            }),
-            PutReply::Retried(event, decision) => Ok(WriteOutcome {
-                event: self.view(&grant, &self.shared.table.read()).present(&event),
-                decision,
-                retried: true,
-            }),
-            PutReply::NotFound(id) => Err(Problem::event_not_found(&id)),
-            PutReply::Conflict(msg) => Err(Problem::new(ErrorCode::Conflict, msg)),
-            PutReply::Unavailable(e) => Err(storage_unavailable(&e)),
-        }
     }
 
     /// Makes every acknowledged write searchable in the scope index.
@@ -412,18 +234,6 @@ impl Engine {
             .next()
             .ok_or_else(|| Problem::new(ErrorCode::Internal, "embedder returned no vector"))?;
         Ok((aside, vector))
-    }
-
-    /// Replaces each id the grant finds under another stored id (a chosen id that was
-    /// namespaced) with that id; ids it cannot find stay as given (and are answered 404).
-    fn resolve_targets(&self, grant: &TenantGrant, ids: &mut [String]) {
-        let table = self.shared.table.read();
-        let view = self.view(grant, &table);
-        for id in ids.iter_mut() {
-            if let Some(e) = view.live(id) {
-                id.clone_from(&e.event.event_id);
-            }
-        }
     }
 
     /// The grant's view of `table` now (see [`visible`]).
@@ -795,25 +605,6 @@ fn normalized(mut v: Vec<f32>, dim: usize) -> Result<Vec<f32>, Problem> {
     Ok(v)
 }
 
-/// A client id that names a deleted event is never reused.
-pub(crate) fn deleted_conflict(id: &str) -> Problem {
-    Problem::new(
-        ErrorCode::Conflict,
-        format!("event {id} was deleted; its id cannot be reused"),
-    )
-}
-
 fn writer_gone() -> Problem {
     Problem::new(ErrorCode::StorageUnavailable, "the writer has stopped")
-}
-
-fn check_body_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
-    match body.get("tenantId") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(t)) if t == grant.tenant() => Ok(()),
-        Some(_) => Err(Problem::new(
-            ErrorCode::TenantMismatch,
-            "tenantId in the body differs from the key's tenant",
-        )),
-    }
 }

@@ -3,7 +3,7 @@
 //!
 //! Invariants: a write is acknowledged only after its record is fsynced; every index is
 //! derived from these records and can be rebuilt from them; records are validated before
-//! they are appended, so replaying the log never fails on content; the engine reaches the
+//! they are appended, so catching up with the log never fails on content; the engine reaches the
 //! event log only through [`EventLog`] (the audit trail, whose index points at byte offsets,
 //! keeps its own [`log::Log`]).
 

@@ -1,11 +1,12 @@
 //! The append-only record log: Episodic's single source of truth.
 //!
 //! Every other structure (indexes, caches, summaries) is derived from this
-//! file and can be rebuilt by replaying it. The log is owned by one writer
-//! thread through [`Log`]; readers that need a consistent view use the
-//! records handed back by [`Log::open`], receive them one at a time from
-//! [`Log::open_with`] (start-up replay: no copy of the whole log in memory)
-//! or stream them read-only with [`read_records`].
+//! file and can be rebuilt by reading it back. The log is owned by one writer
+//! thread through [`Log`], which implements the engine's seam,
+//! [`crate::store::EventLog`]. Its records are read back in order: handed
+//! over by [`Log::open`], one at a time by [`Log::open_with`] (no copy of the
+//! whole log in memory), from a sequence on by [`Log::read_from`] (the
+//! acknowledged bytes only), or read-only by [`read_records`].
 //!
 //! This file holds the format, appends and the atomic rewrite; `scan.rs` reads frames back
 //! (the recovery rules, the start-up scan, [`read_records`]); `tests.rs` holds the unit tests.
