@@ -67,6 +67,8 @@ struct BatchPlan {
 }
 
 impl Writer {
+    /// Checks a batch of puts, logs the accepted ones with one fsync, applies and audits
+    /// them, then answers every put of the batch (refused ones at once, during the checks).
     pub(super) fn write_puts(&mut self, puts: Vec<(Box<PendingPut>, oneshot::Sender<PutReply>)>) {
         if puts.is_empty() {
             return;
@@ -93,6 +95,7 @@ impl Writer {
         }
     }
 
+    /// Applies a durable batch at `seqs` and answers it, once its audit entries are durable.
     fn apply_batch(&mut self, plan: BatchPlan, seqs: &[u64]) {
         let mut replies = Vec::with_capacity(plan.accepted.len());
         for ((put, reply), seq) in plan.accepted.into_iter().zip(seqs) {

@@ -76,6 +76,8 @@ impl Writer {
         Ok(report)
     }
 
+    /// How many live, unsuperseded events `policy` decided again, those it denies, and the
+    /// active ones it would send to review.
     fn verdicts(&self, policy: &WritePolicy) -> (usize, Vec<Verdict>, Vec<Verdict>) {
         let now = Timestamp::now();
         let table = self.shared.table.read();
