@@ -20,7 +20,8 @@
 
 use std::path::Path;
 
-use super::log::{Log, LogError, LogRecord, Recovered};
+use super::log::Log;
+use super::{LogError, LogRecord, Recovered};
 
 /// Records read back from a log, in sequence order; an error ends the stream.
 pub type Records<'a> = Box<dyn Iterator<Item = Result<LogRecord, LogError>> + 'a>;

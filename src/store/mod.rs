@@ -14,3 +14,4 @@ pub mod log;
 pub mod record;
 
 pub use event_log::{open_local, EventLog, Records};
+pub use log::{LogError, LogRecord, Recovered};

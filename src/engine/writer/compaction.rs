@@ -21,8 +21,8 @@ use crate::engine::shared::ALL_TENANTS;
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::model::Timestamp;
 use crate::read::{Slot, Tombstone};
-use crate::store::log::LogRecord;
 use crate::store::record::{encode, PutRecord, Record, TombstoneRecord};
+use crate::store::LogRecord;
 
 /// What a compaction did (store-wide: only the admin, or the offline command, compacts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::error::Problem;
 use crate::index::scope::ScopeIndexError;
 use crate::index::vector::VectorError;
-use crate::store::log::LogError;
+use crate::store::LogError;
 
 /// Why the writer could not carry out a request durably.
 #[derive(Debug, thiserror::Error)]
