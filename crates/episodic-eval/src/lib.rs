@@ -621,7 +621,12 @@ impl Harness {
                         .write_embedded(&grant, &doc.body, vector, false)
                         .await
                         .map_err(|p| {
-                            anyhow::anyhow!("writing {}/{}: {}", doc.tenant, doc.event_id, describe(&p))
+                            anyhow::anyhow!(
+                                "writing {}/{}: {}",
+                                doc.tenant,
+                                doc.event_id,
+                                describe(&p)
+                            )
                         })
                 }
             });
