@@ -367,7 +367,7 @@ fn tally(
         errors: p.errors.clone(),
     };
     match result {
-        Ok(o) if o.replayed => summary.unchanged += 1,
+        Ok(o) if o.retried => summary.unchanged += 1,
         Ok(o) => match o.decision {
             Decision::Review { .. } => summary.review += 1,
             Decision::Allow { .. } | Decision::Deny { .. } => summary.allowed += 1,

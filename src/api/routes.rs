@@ -524,7 +524,7 @@ pub async fn get_policy(
     summary = "Re-decide stored events under a candidate policy (dry run or apply)",
     request_body = ReplayBody,
     responses(
-        (status = 200, description = "what changed or would change", body = crate::engine::ReplayReport),
+        (status = 200, description = "what changed or would change", body = crate::engine::ReevaluationReport),
         (status = 422, description = "validation failed; `errors` lists every field", body = ProblemDoc, content_type = "application/problem+json"),
         AuthErrors,
         BodyErrors,
@@ -540,7 +540,7 @@ pub async fn replay_policy(
     let (policy, dry_run) = parse_replay(&body)?;
     let report = state
         .engine()?
-        .replay_policy(policy, dry_run, principal.key_id())
+        .reevaluate_policy(policy, dry_run, principal.key_id())
         .await?;
     Ok(Json(json!(report)))
 }

@@ -5,16 +5,21 @@
 //! content or query text, so purging an event never requires rewriting the trail; entries
 //! are tenant-scoped and ordered by their sequence number; the log file is the only copy
 //! of the trail — memory holds a sparse block index over it ([`trail`]), so memory does not
-//! grow with the number of audited requests.
+//! grow with the number of audited requests; entries reach the file only through
+//! [`AuditAppender`] (owned by the writer), which makes a batch durable before indexing it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::Timestamp;
 
+pub mod action;
+pub mod appender;
 pub mod keyed;
 pub mod trail;
 
+pub use action::AuditAction;
+pub use appender::{AuditAppender, AuditError, TrailFacts};
 pub use keyed::Keyed;
 pub use trail::AuditTrail;
 
@@ -34,7 +39,8 @@ pub struct AuditEntry {
     pub key_id: String,
     /// What happened: `write`, `deny`, `supersede`, `recall`, `timeline`, `get`, `deleted`,
     /// `erased`, `expired`, `compact`.
-    pub action: String,
+    #[schema(value_type = String)]
+    pub action: AuditAction,
     /// Events concerned (returned, written, deleted, ...).
     pub event_ids: Vec<String>,
     /// Action-specific detail (decision, scope, reason, content hash).
@@ -71,7 +77,7 @@ impl AuditEntry {
     pub fn new(
         tenant: &str,
         key_id: &str,
-        action: &str,
+        action: AuditAction,
         event_ids: Vec<String>,
         detail: Value,
     ) -> Self {
@@ -80,7 +86,7 @@ impl AuditEntry {
             at: Timestamp::now(),
             tenant_id: tenant.to_string(),
             key_id: key_id.to_string(),
-            action: action.to_string(),
+            action,
             event_ids,
             detail,
             log_seq: None,
@@ -99,7 +105,7 @@ impl AuditEntry {
 pub struct AuditQuery {
     /// Only entries mentioning this event.
     pub event_id: Option<String>,
-    /// Only this action.
+    /// Only this action (its wire name; a name no action has matches nothing).
     pub action: Option<String>,
     /// Inclusive lower bound on `at`.
     pub from: Option<Timestamp>,
@@ -117,7 +123,7 @@ impl AuditQuery {
         self.event_id
             .as_ref()
             .is_none_or(|id| e.event_ids.contains(id))
-            && self.action.as_ref().is_none_or(|a| &e.action == a)
+            && self.action.as_ref().is_none_or(|a| e.action.as_str() == a)
             && self.from.is_none_or(|f| e.at >= f)
             && self.to.is_none_or(|t| e.at < t)
             && self.after_seq.is_none_or(|s| e.seq > s)
@@ -130,7 +136,7 @@ mod tests {
 
     #[test]
     fn query_filters_compose() {
-        let mut e = AuditEntry::new("t", "k", "recall", vec!["a".into()], Value::Null);
+        let mut e = AuditEntry::new("t", "k", AuditAction::Recall, vec!["a".into()], Value::Null);
         e.seq = 5;
         let q = AuditQuery {
             event_id: Some("a".into()),

@@ -1,5 +1,5 @@
-//! Queries over the durable audit log, with memory bounded independently of its length, and
-//! the one way entries are appended to it ([`AuditTrail::append`]).
+//! Queries over the durable audit log, with memory bounded independently of its length. Entries
+//! are appended (and indexed here) only by [`super::AuditAppender`].
 //!
 //! The audit log file (`audit/audit.log`, the framed format of [`crate::store::log`]) is the
 //! only copy of the trail. Memory holds a sparse index over it: the log is cut into blocks
@@ -10,9 +10,9 @@
 //! overlapping `[from, to)`), reads just those byte ranges from the file and filters them.
 //!
 //! Invariants:
-//! - the index covers exactly the records that are durable in the file: the writer calls
-//!   [`AuditTrail::indexed`] only after `append_batch` (and its fsync) returned, with the
-//!   frame offsets that batch was written at, and readers never read past the indexed end;
+//! - the index covers exactly the records that are durable in the file: the appender indexes
+//!   a batch only after its `append_batch` (and fsync) returned, with the frame offsets that
+//!   batch was written at, and readers never read past the indexed end;
 //! - the audit log is append-only (compaction never rewrites it), so indexed offsets stay
 //!   valid for the life of the process;
 //! - blocks are in sequence order and never overlap, so a query reads entries in sequence
@@ -31,17 +31,17 @@ use std::path::{Path, PathBuf};
 use parking_lot::RwLock;
 
 use super::{AuditEntry, AuditQuery};
-use crate::store::log::{Log, LogError, LogRecord, MAGIC, MAX_PAYLOAD};
+use crate::store::log::{LogRecord, MAGIC, MAX_PAYLOAD};
 
 /// Records per index block. Larger blocks mean less memory and coarser pruning.
 pub const BLOCK_ENTRIES: u32 = 1024;
 
 /// `[u32 len][u32 crc][u64 seq]` before every payload (see [`crate::store::log`]).
-pub const FRAME_HEADER_LEN: u64 = 16;
+pub(super) const FRAME_HEADER_LEN: u64 = 16;
 
 /// Where one durable record sits, and what the index needs to know about it.
 #[derive(Debug, Clone)]
-pub struct Placed<'a> {
+pub(super) struct Placed<'a> {
     /// Its frame's sequence number in the audit log (global, never shown).
     pub seq: u64,
     /// Its entry's `seq`: the tenant's own sequence (entries of older versions hold the
@@ -59,7 +59,7 @@ pub struct Placed<'a> {
 
 /// Where each entry of a batch landed, given the payloads were appended back to back from
 /// byte `start` as frames `seqs`.
-pub fn placements<'a>(
+pub(super) fn placements<'a>(
     entries: &'a [AuditEntry],
     payloads: &[Vec<u8>],
     seqs: &[u64],
@@ -172,7 +172,7 @@ pub struct AuditTrail {
 }
 
 /// Frame offsets of records read back-to-back from the start of a log file.
-pub fn frame_offsets(records: &[LogRecord]) -> impl Iterator<Item = (u64, &LogRecord)> {
+pub(super) fn frame_offsets(records: &[LogRecord]) -> impl Iterator<Item = (u64, &LogRecord)> {
     let mut at = MAGIC.len() as u64;
     records.iter().map(move |r| {
         let here = at;
@@ -191,43 +191,31 @@ impl AuditTrail {
     }
 
     /// Records that these durable frames exist (in sequence order, after any indexed before).
-    pub fn indexed(&self, placed: &[Placed<'_>]) {
+    pub(super) fn indexed(&self, placed: &[Placed<'_>]) {
         let mut index = self.index.write();
         for p in placed {
             index.add(p);
         }
     }
 
-    /// Appends `entries` durably and indexes them. Each entry's `seq` becomes its tenant's
-    /// next sequence number (one tenant never learns how many entries others have); the
-    /// log frame keeps a global sequence of its own. On failure nothing is indexed and the
-    /// entries may be appended again (they get the same numbers).
-    pub fn append(&self, log: &mut Log, entries: &mut [AuditEntry]) -> Result<(), LogError> {
-        {
-            let index = self.index.read();
-            let mut next: HashMap<&str, u64> = HashMap::new();
-            for e in entries.iter_mut() {
-                let n = next.entry(&e.tenant_id).or_insert_with(|| {
-                    index
-                        .tenant_ids
-                        .get(&e.tenant_id)
-                        .and_then(|t| index.last_tenant_seq.get(t))
-                        .copied()
-                        .unwrap_or(0)
-                });
-                *n += 1;
-                e.seq = *n;
-            }
+    /// Gives each entry its tenant's next sequence number after those indexed (one tenant
+    /// never learns how many entries others have); numbering the same unindexed entries
+    /// again gives the same numbers.
+    pub(super) fn number(&self, entries: &mut [AuditEntry]) {
+        let index = self.index.read();
+        let mut next: HashMap<&str, u64> = HashMap::new();
+        for e in entries.iter_mut() {
+            let n = next.entry(&e.tenant_id).or_insert_with(|| {
+                index
+                    .tenant_ids
+                    .get(&e.tenant_id)
+                    .and_then(|t| index.last_tenant_seq.get(t))
+                    .copied()
+                    .unwrap_or(0)
+            });
+            *n += 1;
+            e.seq = *n;
         }
-        let payloads: Vec<Vec<u8>> = entries
-            .iter()
-            .map(|e| serde_json::to_vec(e).unwrap_or_default())
-            .collect();
-        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-        let start = log.len_bytes();
-        let seqs = log.append_batch(&refs)?;
-        self.indexed(&placements(entries, &payloads, &seqs, start));
-        Ok(())
     }
 
     /// Index blocks held (for tests and the memory bound).
@@ -344,17 +332,23 @@ fn corrupt(path: &Path, block: u64, why: &str) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::AuditAppender;
     use crate::model::Timestamp;
     use serde_json::Value;
+    use std::sync::Arc;
 
     /// Appends entries like the writer does and indexes them.
-    fn append(log: &mut Log, trail: &AuditTrail, entries: &mut [AuditEntry]) {
-        trail.append(log, entries).expect("append");
+    fn append(appender: &mut AuditAppender, entries: &mut [AuditEntry]) {
+        appender.append_batch(entries).expect("append");
     }
 
     fn entry(i: usize) -> AuditEntry {
         let tenant = ["a", "b", "c"][i % 3];
-        let action = if i.is_multiple_of(2) { "recall" } else { "get" };
+        let action = if i.is_multiple_of(2) {
+            super::super::AuditAction::Recall
+        } else {
+            super::super::AuditAction::Get
+        };
         let mut e = AuditEntry::new(
             tenant,
             "k",
@@ -370,12 +364,12 @@ mod tests {
     fn pages_match_a_full_scan_and_memory_is_per_block() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("audit.log");
-        let (mut log, _) = Log::open(&path).expect("open");
-        let trail = AuditTrail::new(&path);
+        let (mut appender, _) = AuditAppender::open(&path).expect("open");
+        let trail = Arc::clone(appender.trail());
         let n = 3 * BLOCK_ENTRIES as usize + 17;
         let mut all: Vec<AuditEntry> = (0..n).map(entry).collect();
         for chunk in all.chunks_mut(100) {
-            append(&mut log, &trail, chunk);
+            append(&mut appender, chunk);
         }
         assert_eq!(trail.blocks(), 4);
         let queries = [
@@ -439,10 +433,10 @@ mod tests {
     fn damage_is_an_error_not_a_short_answer() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("audit.log");
-        let (mut log, _) = Log::open(&path).expect("open");
-        let trail = AuditTrail::new(&path);
+        let (mut appender, _) = AuditAppender::open(&path).expect("open");
+        let trail = Arc::clone(appender.trail());
         let mut all: Vec<AuditEntry> = (0..10).map(entry).collect();
-        append(&mut log, &trail, &mut all);
+        append(&mut appender, &mut all);
         let mut bytes = std::fs::read(&path).expect("read");
         let at = bytes.len() / 2;
         bytes[at] ^= 0x55;

@@ -2,7 +2,7 @@
 //! embedding for `episodic import`.
 //!
 //! Invariants: events come out in log order (a correction always after the events it
-//! supersedes, so an import replays them in a valid order); deleted, erased, rejected and
+//! supersedes, so an import writes them again in a valid order); deleted, erased, rejected and
 //! expired events never come out; vectors come out only when asked for.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The audit entry each event-log record implies: one function for the writer, which audits
 //! what it just logged, and for start-up, which audits logged records the trail lacks (the
-//! writer died between the log's fsync and the trail's).
+//! writer died between the log's fsync and the trail's: [`Reconciled`]).
 //!
 //! Invariants: an entry derived here carries the record's `logSeq`; it holds ids, times,
 //! keys, decisions and keyed hashes, never content; the writer and recovery derive the same
@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::audit::{AuditEntry, Keyed};
+use crate::audit::{AuditAction, AuditEntry, Keyed};
 use crate::model::{Decision, Timestamp};
 use crate::store::record::{DeleteRecord, PutRecord, Record, RequeueRecord, ReviewRecord};
 
@@ -37,7 +37,11 @@ pub(crate) fn put_entry(seq: u64, put: &PutRecord, keyed: &Keyed) -> AuditEntry 
         "contentHash": keyed.content_hash(&e.tenant_id, &e.summary),
         "supersedes": e.supersedes_event_ids,
     });
-    let action = if correcting { "correct" } else { "write" };
+    let action = if correcting {
+        AuditAction::Correct
+    } else {
+        AuditAction::Write
+    };
     stamped(
         AuditEntry::new(&e.tenant_id, &put.key_id, action, ids, detail),
         e.recorded_at,
@@ -58,7 +62,7 @@ pub(crate) fn delete_entry(seq: u64, rec: &DeleteRecord, extra: Value) -> AuditE
     let entry = AuditEntry::new(
         &rec.tenant_id,
         &rec.key_id,
-        rec.reason.as_str(),
+        AuditAction::from(rec.reason),
         rec.event_ids.clone(),
         detail,
     );
@@ -67,7 +71,11 @@ pub(crate) fn delete_entry(seq: u64, rec: &DeleteRecord, extra: Value) -> AuditE
 
 /// A review decision (`approve` or `reject`).
 pub(crate) fn review_entry(seq: u64, rec: &ReviewRecord) -> AuditEntry {
-    let action = if rec.approved { "approve" } else { "reject" };
+    let action = if rec.approved {
+        AuditAction::Approve
+    } else {
+        AuditAction::Reject
+    };
     let detail = json!({"noteHash": rec.note_hash});
     let entry = AuditEntry::new(
         &rec.tenant_id,
@@ -79,13 +87,13 @@ pub(crate) fn review_entry(seq: u64, rec: &ReviewRecord) -> AuditEntry {
     stamped(entry, rec.decided_at, seq)
 }
 
-/// A policy replay sending an event back to review (`requeue`).
+/// A policy re-evaluation sending an event back to review (`requeue`).
 pub(crate) fn requeue_entry(seq: u64, rec: &RequeueRecord) -> AuditEntry {
     let detail = json!({"decision": rec.decision, "policyVersion": rec.policy_version});
     AuditEntry::new(
         &rec.tenant_id,
         rec.key_id.as_deref().unwrap_or("system"),
-        "requeue",
+        AuditAction::Requeue,
         vec![rec.event_id.clone()],
         detail,
     )
@@ -105,4 +113,24 @@ pub(crate) fn recovered(mut entry: AuditEntry) -> AuditEntry {
         entry.detail = json!({"recovered": true});
     }
     entry
+}
+
+/// Entries derived at start-up for logged records the trail lacks.
+#[derive(Debug, Default)]
+pub(crate) struct Reconciled {
+    /// Records after this sequence are audited here (`None`: none are).
+    pub after: Option<u64>,
+    /// The derived entries, in log order.
+    pub entries: Vec<AuditEntry>,
+}
+
+impl Reconciled {
+    /// Derives the entry of record `seq` when the trail lacks it.
+    pub fn see(&mut self, seq: u64, record: &Record, keyed: &Keyed) {
+        if self.after.is_some_and(|after| seq > after) {
+            if let Some(e) = audit_entry(seq, record, keyed) {
+                self.entries.push(recovered(e));
+            }
+        }
+    }
 }

@@ -1,10 +1,19 @@
-//! The engine: owns the log writer, the in-memory table, the scope (tantivy) and vector
-//! (exact + HNSW) indexes and the embedder, and exposes write, get, recall and timeline to
-//! the API.
+//! The engine: owns the writer thread (which owns the event log and the audit appender), the
+//! in-memory table, the scope (tantivy) and vector (exact + HNSW) indexes and the embedder,
+//! and exposes write, get, recall, timeline and the lifecycle operations to the API.
+//!
+//! Layout: this file is the [`Engine`] handle (reads, and the requests it sends the
+//! writer), `write` its write path (validation, policy, idempotent retries, embedding),
+//! `export` and `observe` two more entry points; [`writer`] is the write half, in one folder
+//! (see its docs for the vocabulary of apply, catch-up, re-evaluation and idempotent retry);
+//! `open` starts it all and `recovery` proves nothing acknowledged is missing; `shared`,
+//! `logged`, `partitions` and `scope_health` are leaves the others use. Dependencies point
+//! one way: the handle → `open`, `recovery` → `writer` → the leaves; nothing in `writer`
+//! imports from the handle.
 //!
 //! Invariants:
 //! - every call takes a [`TenantGrant`]; the tenant is never read from a request body;
-//! - the log is the source of truth: on open it is replayed into the table, and each index
+//! - the log is the source of truth: on open the table catches up with it, and each index
 //!   catches up from the last log sequence it recorded (or is rebuilt when missing/corrupt);
 //! - vectors come from the log, so a restart never re-embeds;
 //! - embedding, scoring and index searches run on the CPU pool, never on async threads;
@@ -15,64 +24,50 @@
 
 mod export;
 mod gauges;
-mod lifecycle;
 mod logged;
 mod observe;
 mod open;
 mod partitions;
 mod recovery;
-mod replay;
-mod review;
-mod scope_sync;
+mod scope_health;
+mod shared;
+mod write;
 mod writer;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
-use parking_lot::RwLock;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 pub use crate::read::SubjectRule;
 pub use export::ExportedEvent;
-pub use lifecycle::{CompactReport, ErasureReceipt, Kept, Receipt};
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
-pub use replay::{ReplayReport, Verdict};
-pub use review::ReviewOutcome;
-pub use scope_sync::ScopeHealth;
-pub use writer::WriterConfig;
+pub use scope_health::ScopeHealth;
+pub use shared::{Paths, Shared, ALL_TENANTS};
+pub use write::WriteOutcome;
+pub use writer::{
+    CompactReport, ErasureReceipt, Kept, Receipt, ReevaluationReport, ReviewOutcome, Verdict,
+    WriterConfig,
+};
 
-use crate::audit::{AuditEntry, AuditQuery, AuditTrail};
+use crate::audit::{AuditAction, AuditEntry, AuditQuery};
 use crate::auth::TenantGrant;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::error::{ErrorCode, Problem};
-use crate::index::scope::ScopeIndex;
-use crate::index::vector::{HnswIndex, HnswParams, VectorStore};
-use crate::model::validate::{validate_event, Limits};
+use crate::index::vector::HnswParams;
+use crate::model::validate::Limits;
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
 use crate::policy::WritePolicy;
 use crate::rank::RankConfig;
-use crate::read::{
-    Entry, Lookup, Partitioned, Seen, Slot, Snapshot, Table, Tombstone, Visible, NONE,
-};
+use crate::read::{Seen, Table, Visible};
 use crate::retrieve::{
     QueryRead, Reading, RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery,
 };
-use crate::store::record::{
-    DeleteReason, DeleteRecord, PutRecord, RequeueRecord, ReviewRecord, TombstoneRecord,
-};
-use lifecycle::DeleteReply;
-use writer::{Command, PendingPut, PutReply};
-
-/// Pseudo-tenant of offline maintenance: compaction reports every tenant's purged ids.
-/// It can never be a real tenant (`*` is not allowed in tenant ids).
-pub const ALL_TENANTS: &str = "*";
+use writer::{Command, DeleteReply, ReviewFailure, WriterError};
 
 /// Everything the engine is configured with.
 #[derive(Debug, Clone)]
@@ -124,88 +119,6 @@ impl EngineConfig {
     }
 }
 
-/// File locations under the data directory.
-#[derive(Debug, Clone)]
-pub struct Paths {
-    /// The event log file.
-    pub log: PathBuf,
-    /// The tantivy directory.
-    pub scope: PathBuf,
-    /// The HNSW snapshot directory.
-    pub hnsw: PathBuf,
-    /// The audit trail.
-    pub audit: PathBuf,
-    /// The secret of the trail's keyed hashes.
-    pub hash_key: PathBuf,
-}
-
-impl Paths {
-    /// Paths under `data_dir`.
-    pub fn new(data_dir: &std::path::Path) -> Self {
-        Paths {
-            log: data_dir.join("log").join("events.log"),
-            scope: data_dir.join("index").join("scope"),
-            hnsw: data_dir.join("index").join("hnsw"),
-            audit: data_dir.join("audit").join("audit.log"),
-            hash_key: data_dir.join("audit").join("hash.key"),
-        }
-    }
-}
-
-/// State shared by the writer thread and readers.
-pub struct Shared {
-    /// All events.
-    pub table: RwLock<Table>,
-    /// All vectors, by internal id (swapped whole by compaction).
-    pub vectors: ArcSwap<VectorStore>,
-    /// The HNSW graph over all vectors (swapped whole by compaction); empty unless
-    /// `hnsw_enabled`.
-    pub hnsw: ArcSwap<HnswIndex>,
-    /// Whether the HNSW graph is maintained (approximate recall is on): otherwise no vector is
-    /// inserted, no snapshot is written and an old snapshot is removed at open.
-    pub hnsw_enabled: bool,
-    /// The vector partitions of partitioned recall (see [`partitions`]); `None` until built
-    /// and whenever partitioned recall is off.
-    pub partition: ArcSwapOption<Partitioned>,
-    /// With partitioned recall on, the number of vectors from which partitions are built.
-    pub partition_min_vectors: Option<usize>,
-    /// Whether a partition build is running.
-    pub partition_building: AtomicBool,
-    /// The tantivy scope index.
-    pub scope: ScopeIndex,
-    /// Internal ids below this are committed in `scope` (see [`scope_sync`]).
-    pub watermark: AtomicUsize,
-    /// Whether `scope` is in step with the log, and what a repair must apply again.
-    pub scope_health: ScopeHealth,
-    /// The audit trail: its log file plus a sparse, bounded index over it.
-    pub audit: AuditTrail,
-    /// The data directory's hashing secret (keyed content and query hashes, key tags).
-    pub keyed: crate::audit::Keyed,
-    /// File locations.
-    pub paths: Paths,
-}
-
-impl Shared {
-    /// The one view a read takes of everything it consults (see [`crate::read`]'s
-    /// invariants for the order). The table stays read-locked until the snapshot is dropped:
-    /// take it on the CPU pool, after any embedding, and drop it before anything else locks
-    /// the table.
-    pub(crate) fn snapshot(&self) -> Snapshot<'_> {
-        let watermark = self.watermark.load(std::sync::atomic::Ordering::Acquire);
-        let scope = self.scope.view();
-        let table = self.table.read();
-        Snapshot {
-            table,
-            scope,
-            watermark,
-            vectors: self.vectors.load_full(),
-            hnsw: self.hnsw.load_full(),
-            partition: self.partition.load_full(),
-            keyed: &self.keyed,
-        }
-    }
-}
-
 /// Counters exposed for tests and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineStats {
@@ -228,156 +141,6 @@ pub struct Engine {
     cpu: CpuPool,
     config: Arc<EngineConfig>,
     writer_thread: Arc<parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>>,
-}
-
-/// The result of an accepted write.
-#[derive(Debug, Clone)]
-pub struct WriteOutcome {
-    /// The event as stored.
-    pub event: StoredEvent,
-    /// The decision that admitted it.
-    pub decision: Decision,
-    /// Whether this was an idempotent replay of an earlier write.
-    pub replayed: bool,
-}
-
-/// Applies one logged put to the table, vectors and (optionally) the indexes. The event is
-/// in the table whatever the indexes do: an index failure degrades that index (see
-/// [`scope_sync`]) and never hides an acknowledged event.
-pub(crate) fn apply_put(
-    shared: &Shared,
-    seq: u64,
-    put: PutRecord,
-    index: bool,
-) -> Result<(), String> {
-    let mut table = shared.table.write();
-    let doc = put.doc;
-    push_vector(shared, doc, &put.vector)?;
-    if matches!(put.decision, Decision::Allow { .. }) {
-        for old in &put.event.supersedes_event_ids {
-            table.mark_superseded(
-                &put.event.tenant_id,
-                old,
-                &put.event.event_id,
-                put.event.recorded_at,
-            );
-        }
-    }
-    let entry = Entry {
-        doc,
-        seq,
-        occurred_ms: put.event.occurred_at.unix_millis(),
-        event: put.event,
-        input_hash: put.input_hash,
-        key_id: put.key_id,
-        decision: put.decision,
-        subject: None,
-        topic: NONE,
-        tenant: 0,
-    };
-    table.push(entry);
-    if !index {
-        return Ok(());
-    }
-    if let Some(entry) = table.get(doc) {
-        scope_sync::index_put(shared, entry);
-    }
-    drop(table);
-    if shared.hnsw_enabled {
-        shared
-            .hnsw
-            .load()
-            .insert(doc, &put.vector)
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// Appends `v` at `doc`, padding gaps left by compaction with zero vectors.
-fn push_vector(shared: &Shared, doc: u32, v: &[f32]) -> Result<(), String> {
-    let store = shared.vectors.load();
-    while (store.len() as u32) < doc {
-        let gap = store.len() as u32;
-        store
-            .push(gap, &vec![0.0; store.dim()])
-            .map_err(|e| e.to_string())?;
-    }
-    store.push(doc, v).map_err(|e| e.to_string())
-}
-
-/// Applies a logged deletion: tombstones in the table, deletes in the scope index.
-pub(crate) fn apply_delete(shared: &Shared, rec: &DeleteRecord, index: bool) -> Vec<Arc<Entry>> {
-    let mut table = shared.table.write();
-    let mut removed = Vec::new();
-    for id in &rec.event_ids {
-        if let Some(entry) = table.delete(&rec.tenant_id, id, rec.deleted_at) {
-            if index {
-                scope_sync::index_delete(shared, entry.doc);
-            }
-            removed.push(entry);
-        }
-    }
-    removed
-}
-
-/// Applies a review decision: approval activates (and applies the correction), rejection
-/// deletes.
-pub(crate) fn apply_review(shared: &Shared, rec: &ReviewRecord, index: bool) {
-    if !rec.approved {
-        let delete = DeleteRecord {
-            tenant_id: rec.tenant_id.clone(),
-            event_ids: vec![rec.event_id.clone()],
-            deleted_at: rec.decided_at,
-            reason: DeleteReason::Rejected,
-            key_id: rec.key_id.clone(),
-            actor_id: None,
-        };
-        apply_delete(shared, &delete, index);
-        return;
-    }
-    let mut table = shared.table.write();
-    let Some(entry) = table.find(&rec.tenant_id, &rec.event_id).cloned() else {
-        return;
-    };
-    let mut event = entry.event.clone();
-    event.status = EventStatus::Active;
-    for old in &event.supersedes_event_ids {
-        table.mark_superseded(&rec.tenant_id, old, &event.event_id, rec.decided_at);
-    }
-    table.replace_event(entry.doc, event);
-}
-
-/// Applies a requeue: the event is pending review again under the new policy's decision.
-pub(crate) fn apply_requeue(shared: &Shared, rec: &RequeueRecord) {
-    let mut table = shared.table.write();
-    let Some(entry) = table.find(&rec.tenant_id, &rec.event_id).cloned() else {
-        return;
-    };
-    let mut event = entry.event.clone();
-    event.status = EventStatus::PendingReview;
-    event.policy_version = rec.policy_version.clone();
-    table.replace_entry(entry.doc, event, rec.decision.clone());
-}
-
-/// Applies a compacted tombstone.
-pub(crate) fn apply_tombstone(shared: &Shared, seq: u64, t: TombstoneRecord) -> Result<(), String> {
-    let dim = shared.vectors.load().dim();
-    push_vector(shared, t.doc, &vec![0.0; dim])?;
-    shared.table.write().push_tombstone(Tombstone {
-        doc: t.doc,
-        seq,
-        tenant_id: t.tenant_id,
-        event_id: t.event_id,
-        deleted_at: t.deleted_at,
-        unpurged: false,
-        audience: t.audience,
-    });
-    Ok(())
-}
-
-fn hash_input(input: &crate::model::EventInput) -> String {
-    let bytes = serde_json::to_vec(input).unwrap_or_default();
-    hex::encode(Sha256::digest(bytes))
 }
 
 impl Engine {
@@ -415,166 +178,6 @@ impl Engine {
     /// Whether the scope index is in step with the log (`/readyz`, `/metrics`).
     pub fn scope_health(&self) -> &ScopeHealth {
         &self.shared.scope_health
-    }
-
-    /// Validates, decides, embeds and durably stores one event.
-    pub async fn write(
-        &self,
-        grant: &TenantGrant,
-        body: &Value,
-        wait_for: bool,
-    ) -> Result<WriteOutcome, Problem> {
-        self.write_inner(grant, body, wait_for, None).await
-    }
-
-    /// Like [`Engine::write`] with a precomputed summary embedding (bulk loads, benchmarks).
-    /// The vector must have the embedder's dimension; it is L2-normalised here.
-    pub async fn write_embedded(
-        &self,
-        grant: &TenantGrant,
-        body: &Value,
-        vector: Vec<f32>,
-        wait_for: bool,
-    ) -> Result<WriteOutcome, Problem> {
-        self.write_inner(grant, body, wait_for, Some(vector)).await
-    }
-
-    async fn write_inner(
-        &self,
-        grant: &TenantGrant,
-        body: &Value,
-        wait_for: bool,
-        vector: Option<Vec<f32>>,
-    ) -> Result<WriteOutcome, Problem> {
-        let now = Timestamp::now();
-        let mut input =
-            validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
-        check_body_tenant(grant, body)?;
-        if !grant.allows_actor(&input.actor_id) {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                format!("this key may not act for actor {}", input.actor_id),
-            ));
-        }
-        if let Some(chosen) = input.event_id.take() {
-            if !grant.is_internal() && chosen.contains(crate::read::NAMESPACE_MARK) {
-                return Err(Problem::validation(vec![crate::error::FieldError::new(
-                    "eventId",
-                    format!(
-                        "must not contain `{}` (it marks ids namespaced by key)",
-                        crate::read::NAMESPACE_MARK
-                    ),
-                )]));
-            }
-            let class = input.privacy_class;
-            input.event_id = Some(crate::read::stored_id(
-                grant,
-                &self.shared.keyed,
-                &chosen,
-                class,
-            ));
-        }
-        self.resolve_targets(grant, &mut input.supersedes_event_ids);
-        let decision = self.config.policy.decide(&input, grant.tenant(), now);
-        crate::telemetry::policy_decision(decision.outcome());
-        if let Decision::Deny { reason } = &decision {
-            let detail = format!(
-                "write policy {} denied the event: {reason}",
-                self.config.policy.version
-            );
-            let decision_json = serde_json::to_value(&decision).unwrap_or(Value::Null);
-            let audit_detail = serde_json::json!({
-                "decision": decision_json,
-                "policyVersion": self.config.policy.version,
-                "contentHash": self.shared.keyed.content_hash(grant.tenant(), &input.summary),
-            });
-            let ids = input.event_id.iter().cloned().collect();
-            self.audit(read_audit(grant, "deny", ids, audit_detail));
-            return Err(
-                Problem::new(ErrorCode::PolicyDenied, detail).with_extra("decision", decision_json)
-            );
-        }
-        let input_hash = hash_input(&input);
-        if let Some(done) = self.replay_without_embedding(grant, &input, &input_hash)? {
-            return Ok(done);
-        }
-        let vector = match vector {
-            Some(v) => normalized(v, self.embedder.dim())?,
-            None => self.embed_one(input.summary.clone()).await?,
-        };
-        let pending = PendingPut {
-            grant: grant.clone(),
-            tenant: grant.tenant().to_string(),
-            key_id: grant.key_id().to_string(),
-            input,
-            input_hash,
-            decision,
-            policy_version: self.config.policy.version.clone(),
-            vector,
-        };
-        let outcome = self.send_put(pending).await?;
-        if wait_for {
-            self.refresh().await?;
-        }
-        Ok(outcome)
-    }
-
-    fn replay_without_embedding(
-        &self,
-        grant: &TenantGrant,
-        input: &crate::model::EventInput,
-        hash: &str,
-    ) -> Result<Option<WriteOutcome>, Problem> {
-        let Some(id) = &input.event_id else {
-            return Ok(None);
-        };
-        let table = self.shared.table.read();
-        let entry = match table.lookup(grant.tenant(), id) {
-            Lookup::Missing => return Ok(None),
-            Lookup::Deleted(_) => return Err(deleted_conflict(id)),
-            Lookup::Live(entry) => entry,
-        };
-        if entry.input_hash != hash {
-            return Err(Problem::new(
-                ErrorCode::Conflict,
-                format!("event {id} already exists with different content"),
-            ));
-        }
-        let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
-        self.audit(read_audit(grant, "write", vec![id.clone()], detail));
-        let view = self.view(grant, &table);
-        Ok(Some(WriteOutcome {
-            event: view.present(&entry.event),
-            decision: entry.decision.clone(),
-            replayed: true,
-        }))
-    }
-
-    async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Problem> {
-        let grant = pending.grant.clone();
-        let (tx, rx) = oneshot::channel();
-        let _queued = crate::telemetry::QueueGuard::enter();
-        self.tx
-            .send(Command::Put(Box::new(pending), tx))
-            .map_err(|_| writer_gone())?;
-        match rx.await.map_err(|_| writer_gone())? {
-            PutReply::Stored(event, decision) => Ok(WriteOutcome {
-                event: *event,
-                decision,
-                replayed: false,
-            }),
-            PutReply::Replayed(event, decision) => Ok(WriteOutcome {
-                event: self.view(&grant, &self.shared.table.read()).present(&event),
-                decision,
-                replayed: true,
-            }),
-            PutReply::NotFound(id) => Err(Problem::event_not_found(&id)),
-            PutReply::Conflict(msg) => Err(Problem::new(ErrorCode::Conflict, msg)),
-            PutReply::Unavailable(msg) => Err(Problem::new(
-                ErrorCode::StorageUnavailable,
-                format!("the event log cannot accept writes: {msg}"),
-            )),
-        }
     }
 
     /// Makes every acknowledged write searchable in the scope index.
@@ -634,18 +237,6 @@ impl Engine {
         Ok((aside, vector))
     }
 
-    /// Replaces each id the grant finds under another stored id (a chosen id that was
-    /// namespaced) with that id; ids it cannot find stay as given (and are answered 404).
-    fn resolve_targets(&self, grant: &TenantGrant, ids: &mut [String]) {
-        let table = self.shared.table.read();
-        let view = self.view(grant, &table);
-        for id in ids.iter_mut() {
-            if let Some(e) = view.live(id) {
-                id.clone_from(&e.event.event_id);
-            }
-        }
-    }
-
     /// The grant's view of `table` now (see [`visible`]).
     fn view<'a>(&'a self, grant: &'a TenantGrant, table: &'a Table) -> Visible<'a> {
         Visible::new(grant, table, &self.shared.keyed, Timestamp::now())
@@ -663,7 +254,7 @@ impl Engine {
         };
         self.audit(read_audit(
             grant,
-            "get",
+            AuditAction::Get,
             vec![event.event_id.clone()],
             Value::Null,
         ));
@@ -719,7 +310,7 @@ impl Engine {
             .iter()
             .map(|h| h.event.event_id.clone())
             .collect();
-        self.audit(read_audit(grant, "recall", ids, detail));
+        self.audit(read_audit(grant, AuditAction::Recall, ids, detail));
         Ok(resp)
     }
 
@@ -800,7 +391,7 @@ impl Engine {
             .await
             .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
         let ids = page.events.iter().map(|e| e.event_id.clone()).collect();
-        self.audit(read_audit(grant, "timeline", ids, detail));
+        self.audit(read_audit(grant, AuditAction::Timeline, ids, detail));
         Ok(page)
     }
 
@@ -833,7 +424,7 @@ impl Engine {
                 .pop()
                 .ok_or_else(|| Problem::event_not_found(event_id)),
             DeleteReply::NotFound(id) => Err(Problem::event_not_found(&id)),
-            DeleteReply::Unavailable(msg) => Err(storage_unavailable(&msg)),
+            DeleteReply::Unavailable(e) => Err(storage_unavailable(&e)),
         }
     }
 
@@ -890,16 +481,21 @@ impl Engine {
             reply,
         })
         .await?
+        .map_err(|failure| match failure {
+            ReviewFailure::Refused(problem) => problem,
+            ReviewFailure::Failed(e) => storage_unavailable(&e),
+        })
     }
 
-    /// Re-decides every stored event under `policy` (all tenants; admin only at the API).
-    pub async fn replay_policy(
+    /// Re-evaluates every stored event under `policy` (all tenants; admin only at the API,
+    /// `POST /v1/admin/policy/replay`).
+    pub async fn reevaluate_policy(
         &self,
         policy: WritePolicy,
         dry_run: bool,
         key_id: &str,
-    ) -> Result<ReplayReport, Problem> {
-        self.ask(|reply| Command::Replay {
+    ) -> Result<ReevaluationReport, Problem> {
+        self.ask(|reply| Command::Reevaluate {
             policy: Box::new(policy),
             dry_run,
             key_id: key_id.to_string(),
@@ -989,19 +585,30 @@ impl Engine {
             ..AuditQuery::default()
         };
         let entries = self.audit_page(grant, &q).await?;
-        self.audit(read_audit(grant, "history", vec![id], Value::Null));
+        self.audit(read_audit(
+            grant,
+            AuditAction::History,
+            vec![id],
+            Value::Null,
+        ));
         Ok((current, entries))
     }
 }
 
-fn read_audit(grant: &TenantGrant, action: &str, ids: Vec<String>, detail: Value) -> AuditEntry {
+fn read_audit(
+    grant: &TenantGrant,
+    action: AuditAction,
+    ids: Vec<String>,
+    detail: Value,
+) -> AuditEntry {
     AuditEntry::new(grant.tenant(), grant.key_id(), action, ids, detail)
 }
 
-fn storage_unavailable(msg: &str) -> Problem {
+/// The answer to a request the writer could not carry out durably: 503, nothing stored.
+fn storage_unavailable(e: &WriterError) -> Problem {
     Problem::new(
         ErrorCode::StorageUnavailable,
-        format!("the event log cannot accept writes: {msg}"),
+        format!("the event log cannot accept writes: {e}"),
     )
 }
 
@@ -1017,25 +624,6 @@ fn normalized(mut v: Vec<f32>, dim: usize) -> Result<Vec<f32>, Problem> {
     Ok(v)
 }
 
-/// A client id that names a deleted event is never reused.
-pub(crate) fn deleted_conflict(id: &str) -> Problem {
-    Problem::new(
-        ErrorCode::Conflict,
-        format!("event {id} was deleted; its id cannot be reused"),
-    )
-}
-
 fn writer_gone() -> Problem {
     Problem::new(ErrorCode::StorageUnavailable, "the writer has stopped")
-}
-
-fn check_body_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
-    match body.get("tenantId") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(t)) if t == grant.tenant() => Ok(()),
-        Some(_) => Err(Problem::new(
-            ErrorCode::TenantMismatch,
-            "tenantId in the body differs from the key's tenant",
-        )),
-    }
 }

@@ -1,11 +1,12 @@
-//! Start-up: replay the log into the table, bring each derived index up to the log's last
-//! sequence (catch-up or full rebuild), load the audit trail, then start the writer thread.
-//! Records are applied one at a time as the log is read, so memory at start-up stays what the
-//! table and vectors need, not a copy of the whole log.
+//! Start-up: open the audit trail and the event log, catch the table up with the log (the
+//! writer's [`catch_up`], record by record as the log is read), bring each derived index up
+//! to the log's last sequence (catch-up or full rebuild), check every witness, then start
+//! the writer thread.
 //!
 //! Invariants: an index whose recorded sequence is ahead of the log, whose contents disagree
 //! with the log, or which fails to open is discarded and rebuilt from the log; nothing here
-//! re-embeds text.
+//! re-embeds text; the event log is opened here ([`store::open_local`], the one choice of
+//! implementation) and from then on reached only through [`EventLog`].
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc;
@@ -15,35 +16,37 @@ use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::RwLock;
 
-use super::recovery::{self, Reconciled};
-use super::writer::Writer;
-use super::{
-    apply_delete, apply_put, apply_review, apply_tombstone, Engine, EngineConfig, Paths, Shared,
-    Slot, Table,
-};
-use crate::audit::trail::{frame_offsets, Placed, FRAME_HEADER_LEN};
-use crate::audit::{AuditStamp, AuditTrail};
+use super::logged::Reconciled;
+use super::recovery;
+use super::shared::{lock_data_dir, Paths, Shared};
+use super::writer::{catch_up, table_fingerprint, Writer};
+use super::{partitions, Engine, EngineConfig};
+use crate::audit::AuditAppender;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::index::scope::{CommitMark, ScopeIndex, ScopeIndexError};
 use crate::index::vector::{HnswIndex, VectorStore};
-use crate::store::log::{Log, LogRecord, Recovered};
-use crate::store::record::{decode, Record};
+use crate::read::{Slot, Table};
+use crate::store::{self, EventLog};
 
 pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
     let paths = Paths::new(&config.data_dir);
     create_dirs(&paths)?;
     crate::fsutil::tighten_data_dir(&config.data_dir);
     let dir_lock = lock_data_dir(&config.data_dir)?;
-    let (mut audit_log, audit, trail) = open_audit(&paths)?;
+    let (mut audit, trail) = AuditAppender::open(&paths.audit)?;
     let keyed = crate::audit::Keyed::open_or_create(&paths.hash_key)?;
     let (scope, scope_seq) = open_scope(&paths)?;
     let mark = scope.commit_mark().ok().flatten();
     let hnsw_seq = HnswIndex::snapshot_seq(&paths.hnsw).ok().flatten();
     let (mut log_witnesses, audit_witnesses) = recovery::index_witnesses(mark, hnsw_seq);
     log_witnesses.extend(recovery::trail_witness(trail.max_log_seq));
-    let audit_held = audit_log.next_seq().checked_sub(1).filter(|s| *s > 0);
-    recovery::check(&paths.audit, audit_held, &audit_witnesses, &config.data_dir)?;
+    recovery::check(
+        &paths.audit,
+        audit.last_seq(),
+        &audit_witnesses,
+        &config.data_dir,
+    )?;
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::new(config.stale)),
         vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
@@ -58,12 +61,18 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         scope,
         watermark: AtomicUsize::new(0),
         scope_health: Default::default(),
-        audit,
+        audit: Arc::clone(audit.trail()),
         keyed,
         paths: paths.clone(),
     });
-    let reconcile = recovery::reconcile_from(trail.max_log_seq, trail.entries);
-    let (log, recovered, reconciled) = replay_log(&shared, &paths.log, scope_seq, reconcile)?;
+    let mut reconciled = Reconciled {
+        after: recovery::reconcile_from(trail.max_log_seq, trail.entries),
+        entries: Vec::new(),
+    };
+    let shown = paths.log.display();
+    let (log, recovered) =
+        store::open_local(&paths.log).with_context(|| format!("opening log {shown}"))?;
+    catch_up(&shared, log.as_ref(), shown, scope_seq, &mut reconciled)?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
             bytes = recovered.truncated_bytes,
@@ -77,18 +86,21 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
             entries = reconciled.entries.len(),
             "audited logged records the trail lacked (the writer stopped before the trail's fsync)"
         );
-        recovery::append_audit(&mut audit_log, &shared.audit, reconciled.entries)?;
+        let mut entries = reconciled.entries;
+        audit
+            .append_batch(&mut entries)
+            .with_context(|| format!("appending to {}", paths.audit.display()))?;
     }
     attach_hnsw(&shared, &config, last_seq)?;
     let next_doc = shared.table.read().next_doc() as usize;
     let mark = CommitMark {
         last_seq: last_seq.unwrap_or(0),
-        audit_seq: Some(audit_log.next_seq().saturating_sub(1)),
+        audit_seq: Some(audit.last_seq().unwrap_or(0)),
     };
     shared
         .scope
         .commit_marked(mark)
-        .context("committing the scope index after replay")?;
+        .context("committing the scope index after catch-up")?;
     verify_scope(&shared, mark)?;
     shared
         .watermark
@@ -97,33 +109,8 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         events = shared.table.read().live(),
         "engine recovered from the log"
     );
-    super::partitions::maybe_rebuild(&shared);
-    start(shared, log, audit_log, config, embedder, dir_lock)
-}
-
-/// Takes the data directory's exclusive lock, so a second process (a second server, or an
-/// offline import, export or compaction while the server runs) fails clearly instead of
-/// writing the same log. The kernel releases it when the process dies.
-pub(super) fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = data_dir.join("LOCK");
-    let file = std::fs::OpenOptions::new()
-        .mode(crate::fsutil::PRIVATE_FILE)
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "data directory {} is in use by another episodic process (stop the server first)",
-            data_dir.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("locking {}", path.display()))
-        }
-    }
+    partitions::maybe_rebuild(&shared);
+    start(shared, log, audit, config, embedder, dir_lock)
 }
 
 fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
@@ -142,59 +129,8 @@ fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What start-up needs to know of the audit trail besides its index.
-pub(super) struct TrailFacts {
-    /// Records in the trail.
-    entries: u64,
-    /// The highest event-log sequence an entry audits.
-    max_log_seq: Option<u64>,
-}
-
-/// Opens the audit log and indexes it; every record must decode, as before. The entries
-/// themselves are not kept: queries read them back from the file.
-pub(super) fn open_audit(paths: &Paths) -> anyhow::Result<(Log, AuditTrail, TrailFacts)> {
-    let (log, recovery) = Log::open(&paths.audit)
-        .with_context(|| format!("opening audit log {}", paths.audit.display()))?;
-    if recovery.truncated_bytes > 0 {
-        tracing::warn!(
-            bytes = recovery.truncated_bytes,
-            path = %paths.audit.display(),
-            "dropped a torn, unacknowledged audit tail"
-        );
-    }
-    let trail = AuditTrail::new(&paths.audit);
-    let mut facts = TrailFacts {
-        entries: 0,
-        max_log_seq: None,
-    };
-    for (offset, rec) in frame_offsets(&recovery.records) {
-        let entry: AuditStamp<'_> = serde_json::from_slice(&rec.payload)
-            .with_context(|| format!("audit log {} record {}", paths.audit.display(), rec.seq))?;
-        facts.entries += 1;
-        if let Some(seq) = entry.log_seq {
-            facts.max_log_seq = Some(facts.max_log_seq.map_or(seq, |m| m.max(seq)));
-        }
-        trail.indexed(&[Placed {
-            seq: rec.seq,
-            tenant_seq: entry.seq,
-            offset,
-            payload_len: rec.payload.len() as u64,
-            tenant: &entry.tenant_id,
-            at_ms: entry.at.unix_millis(),
-        }]);
-    }
-    anyhow::ensure!(
-        frame_offsets(&recovery.records)
-            .last()
-            .is_none_or(|(o, r)| o + FRAME_HEADER_LEN + r.payload.len() as u64 == log.len_bytes()),
-        "audit log {}: recovered records do not cover the file",
-        paths.audit.display()
-    );
-    Ok((log, trail, facts))
-}
-
 /// Opens the scope index, discarding it when unreadable (an index ahead of the log is found
-/// after replay and rebuilt by [`rebuild_scope`]).
+/// after catch-up and rebuilt by [`rebuild_scope`]).
 fn open_scope(paths: &Paths) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
     // A damaged index must never stop start-up: a panic inside tantivy while opening it
     // is treated like any other unreadable index.
@@ -218,7 +154,7 @@ fn open_scope(paths: &Paths) -> anyhow::Result<(ScopeIndex, Option<u64>)> {
 /// they differ: an index that lost events (a failed commit before a crash, a damaged or
 /// hand-edited directory) or kept deleted ones never survives a start.
 fn verify_scope(shared: &Shared, mark: CommitMark) -> anyhow::Result<()> {
-    let want = super::scope_sync::table_fingerprint(&shared.table.read());
+    let want = table_fingerprint(&shared.table.read());
     let have = shared.scope.fingerprint();
     if have == want {
         return Ok(());
@@ -249,111 +185,6 @@ fn rebuild_scope(shared: &Shared) -> anyhow::Result<()> {
     shared.scope.clear()?;
     let table = shared.table.read();
     for entry in table.live_from(0) {
-        shared.scope.add(&entry.scope_doc())?;
-    }
-    Ok(())
-}
-
-/// Decoded records handed from the reading thread to the applying one at a time.
-const REPLAY_BATCH: usize = 512;
-
-/// Batches in flight between the two replay threads (bounds the memory a replay holds
-/// beyond the table: a few thousand decoded records).
-const REPLAY_QUEUE: usize = 4;
-
-/// Reads, checks and decodes the log on this thread while another applies the decoded
-/// records in log order, so the two halves of a restart use both cores. Records are applied
-/// as they are read: the log is never held in memory whole. The first error on either side
-/// stops both and is the one reported.
-fn replay_log(
-    shared: &Shared,
-    path: &std::path::Path,
-    scope_seq: Option<u64>,
-    reconcile: Option<u64>,
-) -> anyhow::Result<(Log, Recovered, Reconciled)> {
-    std::thread::scope(|s| {
-        let (tx, rx) = mpsc::sync_channel::<Vec<(u64, Record)>>(REPLAY_QUEUE);
-        // Unnamed: the global rayon pool may start from this thread and would inherit a name.
-        let applier = std::thread::Builder::new()
-            .spawn_scoped(s, move || apply_batches(shared, &rx, scope_seq, reconcile))
-            .context("spawning the replay thread")?;
-        let mut batch = Vec::with_capacity(REPLAY_BATCH);
-        let read = Log::open_with(path, |rec: LogRecord| {
-            let record =
-                decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
-            batch.push((rec.seq, record));
-            if batch.len() == REPLAY_BATCH {
-                let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
-                // A closed channel means the applier failed; its error is reported below.
-                tx.send(full)
-                    .map_err(|_| anyhow::anyhow!("replay stopped"))?;
-            }
-            Ok::<(), anyhow::Error>(())
-        });
-        if read.is_ok() && !batch.is_empty() {
-            let _ = tx.send(batch);
-        }
-        drop(tx);
-        let applied = applier
-            .join()
-            .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?;
-        let reconciled = applied?;
-        let (log, recovered) = read.with_context(|| format!("opening log {}", path.display()))?;
-        Ok((log, recovered, reconciled))
-    })
-}
-
-/// The applying half of [`replay_log`]: every batch, in order, until the reader is done;
-/// derives the audit entries of records after `reconcile` on the way.
-fn apply_batches(
-    shared: &Shared,
-    rx: &mpsc::Receiver<Vec<(u64, Record)>>,
-    scope_seq: Option<u64>,
-    reconcile: Option<u64>,
-) -> anyhow::Result<Reconciled> {
-    let mut reconciled = Reconciled {
-        after: reconcile,
-        entries: Vec::new(),
-    };
-    for batch in rx {
-        for (seq, record) in batch {
-            reconciled.see(seq, &record, &shared.keyed);
-            replay(shared, seq, record, scope_seq)?;
-        }
-    }
-    Ok(reconciled)
-}
-
-/// Applies one decoded log record to the table and vectors; the scope index gets what it
-/// lacks (records after `scope_seq`).
-fn replay(shared: &Shared, seq: u64, record: Record, scope_seq: Option<u64>) -> anyhow::Result<()> {
-    let needs_scope = scope_seq.is_none_or(|s| seq > s);
-    match record {
-        Record::Put(put) => {
-            let doc = put.doc;
-            apply_put(shared, seq, put, false).map_err(anyhow::Error::msg)?;
-            if needs_scope {
-                add_to_scope(shared, doc)?;
-            }
-        }
-        Record::Delete(d) => {
-            for entry in apply_delete(shared, &d, false) {
-                if needs_scope {
-                    shared.scope.delete(entry.doc)?;
-                }
-            }
-        }
-        Record::Tombstone(t) => apply_tombstone(shared, seq, t).map_err(anyhow::Error::msg)?,
-        Record::Marker => {}
-        Record::Review(r) => apply_review(shared, &r, needs_scope),
-        Record::Requeue(r) => super::apply_requeue(shared, &r),
-    }
-    Ok(())
-}
-
-fn add_to_scope(shared: &Shared, doc: u32) -> anyhow::Result<()> {
-    let table = shared.table.read();
-    if let Some(entry) = table.get(doc) {
         shared.scope.add(&entry.scope_doc())?;
     }
     Ok(())
@@ -429,14 +260,14 @@ fn vectors_upto(table: &Table, seq: u64) -> usize {
 
 fn start(
     shared: Arc<Shared>,
-    log: Log,
-    audit_log: Log,
+    log: Box<dyn EventLog>,
+    audit: AuditAppender,
     config: EngineConfig,
     embedder: Arc<dyn Embedder>,
     dir_lock: std::fs::File,
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
-    let writer = Writer::new(Arc::clone(&shared), log, audit_log, config.writer.clone());
+    let writer = Writer::new(Arc::clone(&shared), log, audit, config.writer.clone());
     let handle = std::thread::Builder::new()
         .name("episodic-writer".into())
         .spawn(move || {

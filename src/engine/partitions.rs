@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::Shared;
+use super::shared::Shared;
 use crate::index::vector::Partition;
 use crate::read::Partitioned;
 

@@ -27,14 +27,15 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{logged, EngineConfig, Paths, ALL_TENANTS};
-use crate::audit::trail::AuditTrail;
-use crate::audit::{AuditEntry, Keyed};
+use super::logged;
+use super::shared::{lock_data_dir, Paths, ALL_TENANTS};
+use super::EngineConfig;
+use crate::audit::{AuditAction, AuditAppender, AuditEntry, Keyed};
 use crate::index::scope::{CommitMark, ScopeIndex};
 use crate::index::vector::HnswIndex;
 use crate::model::Timestamp;
-use crate::store::log::{read_records, Log, LogRecord};
 use crate::store::record::{decode, encode, DeleteReason, DeleteRecord, Record, TombstoneRecord};
+use crate::store::{self, EventLog};
 
 /// A record that says how far a log reached: what it is, and the sequence it names.
 #[derive(Debug, Clone)]
@@ -138,37 +139,6 @@ pub(super) fn reconcile_from(max_log_seq: Option<u64>, trail_entries: u64) -> Op
     }
 }
 
-/// Entries derived at start-up for logged records the trail lacks.
-#[derive(Debug, Default)]
-pub(super) struct Reconciled {
-    /// Records after this sequence are audited here (`None`: none are).
-    pub after: Option<u64>,
-    /// The derived entries, in log order.
-    pub entries: Vec<AuditEntry>,
-}
-
-impl Reconciled {
-    /// Derives the entry of record `seq` when the trail lacks it.
-    pub fn see(&mut self, seq: u64, record: &Record, keyed: &Keyed) {
-        if self.after.is_some_and(|after| seq > after) {
-            if let Some(e) = logged::audit_entry(seq, record, keyed) {
-                self.entries.push(logged::recovered(e));
-            }
-        }
-    }
-}
-
-/// Appends `entries` to the audit log durably and indexes them.
-pub(super) fn append_audit(
-    audit_log: &mut Log,
-    trail: &AuditTrail,
-    mut entries: Vec<AuditEntry>,
-) -> anyhow::Result<()> {
-    trail
-        .append(audit_log, &mut entries)
-        .with_context(|| format!("appending to {}", audit_log.path().display()))
-}
-
 /// What [`recover`] found, and did.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -217,16 +187,20 @@ struct LogImage {
 }
 
 impl LogImage {
-    fn read(path: &Path) -> anyhow::Result<(Log, LogImage)> {
-        let mut image = LogImage::default();
-        let (log, found) = Log::open_with(path, |rec: LogRecord| {
-            let record =
-                decode(&rec.payload).with_context(|| format!("log record seq {}", rec.seq))?;
+    fn read(path: &Path) -> anyhow::Result<(Box<dyn EventLog>, LogImage)> {
+        let reading = || format!("reading {}", path.display());
+        let (log, found) = store::open_local(path).with_context(reading)?;
+        let mut image = LogImage {
+            last_seq: found.last_seq,
+            ..LogImage::default()
+        };
+        for rec in log.read_from(0).with_context(reading)? {
+            let rec = rec.with_context(reading)?;
+            let record = decode(&rec.payload)
+                .with_context(|| format!("log record seq {}", rec.seq))
+                .with_context(reading)?;
             image.see(record);
-            Ok::<(), anyhow::Error>(())
-        })
-        .with_context(|| format!("reading {}", path.display()))?;
-        image.last_seq = found.last_seq;
+        }
         Ok((log, image))
     }
 
@@ -266,18 +240,15 @@ struct TrailImage {
 }
 
 impl TrailImage {
-    /// Reads the trail (the audit log already opened and indexed by `open_audit`, so its
-    /// torn tail is gone and `last_seq` is known).
-    fn read(path: &Path, last_seq: Option<u64>) -> anyhow::Result<TrailImage> {
+    /// Reads the trail (already opened and indexed by [`AuditAppender::open`], so its torn
+    /// tail is gone and its last sequence is known).
+    fn read(audit: &AuditAppender) -> anyhow::Result<TrailImage> {
         let mut image = TrailImage {
-            last_seq,
+            last_seq: audit.last_seq(),
             ..TrailImage::default()
         };
-        for rec in read_records(path).with_context(|| format!("reading {}", path.display()))? {
-            let rec = rec.with_context(|| format!("reading {}", path.display()))?;
-            let entry: AuditEntry = serde_json::from_slice(&rec.payload)
-                .with_context(|| format!("audit record seq {}", rec.seq))?;
-            image.see(&entry);
+        for entry in audit.read_all()? {
+            image.see(&entry?);
         }
         Ok(image)
     }
@@ -286,13 +257,23 @@ impl TrailImage {
         if let Some(seq) = e.log_seq {
             self.max_log_seq = Some(self.max_log_seq.map_or(seq, |m| m.max(seq)));
         }
-        let reason = match e.action.as_str() {
-            "deleted" => Some(DeleteReason::Deleted),
-            "erased" => Some(DeleteReason::Erased),
-            "expired" => Some(DeleteReason::Expired),
-            "rejected" | "reject" => Some(DeleteReason::Rejected),
-            "policy_denied" => Some(DeleteReason::PolicyDenied),
-            _ => None,
+        let reason = match e.action {
+            AuditAction::Deleted => Some(DeleteReason::Deleted),
+            AuditAction::Erased => Some(DeleteReason::Erased),
+            AuditAction::Expired => Some(DeleteReason::Expired),
+            AuditAction::Rejected | AuditAction::Reject => Some(DeleteReason::Rejected),
+            AuditAction::PolicyDenied => Some(DeleteReason::PolicyDenied),
+            AuditAction::Write
+            | AuditAction::Correct
+            | AuditAction::Deny
+            | AuditAction::Get
+            | AuditAction::Recall
+            | AuditAction::Timeline
+            | AuditAction::History
+            | AuditAction::Approve
+            | AuditAction::Requeue
+            | AuditAction::Compact
+            | AuditAction::Recovered => None,
         };
         if let Some(reason) = reason {
             for id in &e.event_ids {
@@ -301,7 +282,7 @@ impl TrailImage {
             }
             return;
         }
-        if let (Some(seq), "write" | "correct") = (e.log_seq, e.action.as_str()) {
+        if let (Some(seq), AuditAction::Write | AuditAction::Correct) = (e.log_seq, e.action) {
             if let Some(id) = e.event_ids.first() {
                 self.written.push((e.tenant_id.clone(), id.clone(), seq));
             }
@@ -313,11 +294,10 @@ impl TrailImage {
 /// and, with `accept_loss`, makes the files consistent again: see the module docs.
 pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<RecoveryReport> {
     let paths = Paths::new(&config.data_dir);
-    let _lock = super::open::lock_data_dir(&config.data_dir)?;
+    let _lock = lock_data_dir(&config.data_dir)?;
     let (mut log, image) = LogImage::read(&paths.log)?;
-    let (mut audit_log, index, _) = super::open::open_audit(&paths)?;
-    let held = audit_log.next_seq().checked_sub(1).filter(|s| *s > 0);
-    let trail = TrailImage::read(&paths.audit, held)?;
+    let (mut audit, _) = AuditAppender::open(&paths.audit)?;
+    let trail = TrailImage::read(&audit)?;
     let mark = match ScopeIndex::open(&paths.scope) {
         Ok((index, _)) => index.commit_mark().ok().flatten(),
         Err(_) => None,
@@ -344,13 +324,7 @@ pub fn recover(config: &EngineConfig, accept_loss: bool) -> anyhow::Result<Recov
     if !accept_loss || report.nothing_lost {
         return Ok(report);
     }
-    apply(
-        &paths,
-        &mut log,
-        (&mut audit_log, &index),
-        records,
-        &mut report,
-    )?;
+    apply(&paths, log.as_mut(), &mut audit, records, &mut report)?;
     report.applied = true;
     Ok(report)
 }
@@ -417,8 +391,8 @@ const RECOVERY_KEY: &str = "recovery";
 /// removes the derived indexes.
 fn apply(
     paths: &Paths,
-    log: &mut Log,
-    (audit_log, trail): (&mut Log, &AuditTrail),
+    log: &mut dyn EventLog,
+    audit: &mut AuditAppender,
     mut records: Vec<Record>,
     report: &mut RecoveryReport,
 ) -> anyhow::Result<()> {
@@ -448,7 +422,7 @@ fn apply(
         entries.push(AuditEntry::new(
             tenant,
             RECOVERY_KEY,
-            "recovered",
+            AuditAction::Recovered,
             ids,
             detail,
         ));
@@ -462,12 +436,14 @@ fn apply(
     entries.push(AuditEntry::new(
         ALL_TENANTS,
         RECOVERY_KEY,
-        "recovered",
+        AuditAction::Recovered,
         Vec::new(),
         detail,
     ));
-    audit_log.advance_to(report.audit_expected + 1);
-    append_audit(audit_log, trail, entries)?;
+    audit.advance_to(report.audit_expected + 1);
+    audit
+        .append_batch(&mut entries)
+        .with_context(|| format!("appending to {}", paths.audit.display()))?;
     for dir in [&paths.scope, &paths.hnsw] {
         remove_derived(dir)?;
     }

@@ -1,9 +1,17 @@
-//! Durable storage: the append-only, checksummed event log (the source of truth) and the
-//! encoding of its records.
+//! Durable storage: the append-only, checksummed event log (the source of truth), the seam
+//! the engine reaches it through ([`EventLog`]) and the encoding of its records.
 //!
 //! Invariants: a write is acknowledged only after its record is fsynced; every index is
 //! derived from these records and can be rebuilt from them; records are validated before
-//! they are appended, so replaying the log never fails on content.
+//! they are appended, so catching up with the log never fails on content; the engine reaches the
+//! event log only through [`EventLog`] (the audit trail, whose index points at byte offsets,
+//! keeps its own [`log::Log`]).
 
+#[cfg(test)]
+pub(crate) mod contract;
+pub mod event_log;
 pub mod log;
 pub mod record;
+
+pub use event_log::{open_local, EventLog, Records};
+pub use log::{LogError, LogRecord, Recovered};

@@ -33,11 +33,11 @@ pub enum Record {
     Marker,
     /// A review decision on a pending event.
     Review(ReviewRecord),
-    /// A policy replay sent an active event back to review.
+    /// A policy re-evaluation sent an active event back to review.
     Requeue(RequeueRecord),
 }
 
-/// An event sent back to the review queue by a policy replay.
+/// An event sent back to the review queue by a policy re-evaluation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequeueRecord {
@@ -49,7 +49,7 @@ pub struct RequeueRecord {
     pub decision: crate::model::Decision,
     /// The new policy's version.
     pub policy_version: String,
-    /// The key that ran the replay (absent in records of older versions).
+    /// The key that ran the re-evaluation (absent in records of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
 }
@@ -85,7 +85,7 @@ pub enum DeleteReason {
     Expired,
     /// A reviewer rejected the pending event.
     Rejected,
-    /// A policy replay denied the stored event.
+    /// A policy re-evaluation denied the stored event.
     PolicyDenied,
 }
 

@@ -1,21 +1,23 @@
-//! Policy replay run by the writer: re-decide every active or pending event under a candidate
-//! policy, report what would change, and optionally apply it.
+//! Policy re-evaluation run by the writer (`POST /v1/admin/policy/replay`): decide every
+//! active or pending event again under a candidate policy, report what would change, and
+//! optionally carry it out.
 //!
-//! Invariants: a dry run changes nothing; an applied replay deletes what the candidate denies
-//! (one durable delete record per tenant, with receipts) and sends active events it would
-//! review back to the queue (one requeue record each), all audited; superseded and deleted
-//! events are not re-decided.
+//! Invariants: a dry run changes nothing; an applied re-evaluation deletes what the
+//! candidate denies (one durable delete record per tenant, with receipts) and sends active
+//! events it would review back to the queue (one requeue record each), all audited;
+//! superseded and deleted events are not re-decided.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::lifecycle::{DeleteReply, Receipt};
-use super::writer::Writer;
-use super::{apply_requeue, Slot, ALL_TENANTS};
+use super::{apply_requeue, DeleteReply, Receipt, Writer, WriterError};
 use crate::auth::TenantGrant;
+use crate::engine::logged::requeue_entry;
+use crate::engine::shared::ALL_TENANTS;
 use crate::model::{Decision, EventInput, EventStatus, Timestamp};
 use crate::policy::WritePolicy;
+use crate::read::Slot;
 use crate::store::record::{encode, DeleteReason, Record, RequeueRecord};
 
 /// One event whose fate would change.
@@ -30,10 +32,12 @@ pub struct Verdict {
     pub decision: Decision,
 }
 
-/// What a replay found (and did).
+/// What a re-evaluation found (and did). Its OpenAPI schema keeps the name and description
+/// it had under the HTTP route's name for the operation (`ReplayReport`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ReplayReport {
+#[schema(as = ReplayReport, description = "What a replay found (and did).")]
+pub struct ReevaluationReport {
     /// The candidate's version.
     pub policy_version: String,
     /// Whether nothing was changed.
@@ -50,14 +54,14 @@ pub struct ReplayReport {
 
 impl Writer {
     /// Re-decides every active or pending event under `policy`.
-    pub(super) fn replay(
+    pub(super) fn reevaluate(
         &mut self,
         policy: &WritePolicy,
         dry_run: bool,
         key_id: &str,
-    ) -> Result<ReplayReport, String> {
+    ) -> Result<ReevaluationReport, WriterError> {
         let (evaluated, would_deny, would_review) = self.verdicts(policy);
-        let mut report = ReplayReport {
+        let mut report = ReevaluationReport {
             policy_version: policy.version.clone(),
             dry_run,
             evaluated,
@@ -66,12 +70,14 @@ impl Writer {
             receipts: Vec::new(),
         };
         if !dry_run {
-            report.receipts = self.apply_denials(&report.would_deny, key_id)?;
-            self.apply_reviews(&report.would_review, policy, key_id)?;
+            report.receipts = self.delete_denied(&report.would_deny, key_id)?;
+            self.requeue(&report.would_review, policy, key_id)?;
         }
         Ok(report)
     }
 
+    /// How many live, unsuperseded events `policy` decided again, those it denies, and the
+    /// active ones it would send to review.
     fn verdicts(&self, policy: &WritePolicy) -> (usize, Vec<Verdict>, Vec<Verdict>) {
         let now = Timestamp::now();
         let table = self.shared.table.read();
@@ -100,7 +106,12 @@ impl Writer {
         (evaluated, deny, review)
     }
 
-    fn apply_denials(&mut self, denied: &[Verdict], key_id: &str) -> Result<Vec<Receipt>, String> {
+    /// Deletes what the candidate denies, one record per tenant.
+    fn delete_denied(
+        &mut self,
+        denied: &[Verdict],
+        key_id: &str,
+    ) -> Result<Vec<Receipt>, WriterError> {
         let mut by_tenant: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for v in denied {
             by_tenant
@@ -113,21 +124,20 @@ impl Writer {
         for (tenant, ids) in by_tenant {
             match self.delete(&grant, tenant, &ids, key_id, DeleteReason::PolicyDenied) {
                 DeleteReply::Deleted(mut r) => receipts.append(&mut r),
-                DeleteReply::NotFound(id) => {
-                    return Err(format!("event {id} vanished during replay"))
-                }
+                DeleteReply::NotFound(id) => return Err(WriterError::Vanished { id }),
                 DeleteReply::Unavailable(e) => return Err(e),
             }
         }
         Ok(receipts)
     }
 
-    fn apply_reviews(
+    /// Sends active events the candidate would review back to the queue, one record each.
+    fn requeue(
         &mut self,
         review: &[Verdict],
         policy: &WritePolicy,
         key_id: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), WriterError> {
         for v in review {
             let rec = RequeueRecord {
                 tenant_id: v.tenant_id.clone(),
@@ -137,14 +147,10 @@ impl Writer {
                 key_id: Some(key_id.to_string()),
             };
             let payload = encode(&Record::Requeue(rec.clone()));
-            let seqs = self
-                .log
-                .append_batch(&[&payload])
-                .map_err(|e| e.to_string())?;
+            let seqs = self.log.append_batch(&[&payload])?;
             apply_requeue(&self.shared, &rec);
             let seq = seqs.first().copied().unwrap_or_default();
-            self.pending_audit
-                .push(super::logged::requeue_entry(seq, &rec));
+            self.audit.record(requeue_entry(seq, &rec));
         }
         Ok(())
     }

@@ -8,11 +8,12 @@
 use serde::Serialize;
 use serde_json::json;
 
-use super::writer::Writer;
-use super::{apply_review, Visible};
+use super::{apply_review, ReviewFailure, Writer, WriterError};
 use crate::auth::TenantGrant;
+use crate::engine::logged::review_entry;
 use crate::error::{ErrorCode, Problem};
 use crate::model::{Decision, EventStatus, Timestamp};
+use crate::read::Visible;
 use crate::store::record::{encode, Record, ReviewRecord};
 
 /// The result of a review decision.
@@ -38,7 +39,7 @@ impl Writer {
         event_id: &str,
         approve: bool,
         note: Option<String>,
-    ) -> Result<ReviewOutcome, Problem> {
+    ) -> Result<ReviewOutcome, ReviewFailure> {
         let event_id = self.check_review(grant, event_id, approve)?;
         let rec = ReviewRecord {
             tenant_id: grant.tenant().to_string(),
@@ -51,16 +52,13 @@ impl Writer {
                 .map(|n| self.shared.keyed.content_hash(grant.tenant(), n)),
         };
         let payload = encode(&Record::Review(rec.clone()));
-        let seqs = self.log.append_batch(&[&payload]).map_err(|e| {
-            Problem::new(
-                ErrorCode::StorageUnavailable,
-                format!("the event log cannot accept writes: {e}"),
-            )
-        })?;
+        let seqs = self
+            .log
+            .append_batch(&[&payload])
+            .map_err(WriterError::from)?;
         apply_review(&self.shared, &rec, true);
         let seq = seqs.first().copied().unwrap_or_default();
-        self.pending_audit
-            .push(super::logged::review_entry(seq, &rec));
+        self.audit.record(review_entry(seq, &rec));
         Ok(ReviewOutcome {
             event_id: event_id.to_string(),
             status: if approve { "active" } else { "rejected" }.to_string(),

@@ -9,7 +9,8 @@
 //! - the watermark only moves after a commit that succeeded and whose document count equals
 //!   the table's live count, so it never passes an event the index lacks;
 //! - a failed commit or update is never silent: it is logged, counted, and marks the index
-//!   degraded ([`ScopeHealth`], shown by `/readyz` and `/metrics`); the fresh-write tail keeps
+//!   degraded ([`ScopeHealth`](crate::engine::ScopeHealth), shown by `/readyz` and
+//!   `/metrics`); the fresh-write tail keeps
 //!   being answered from memory meanwhile, so every acknowledged event stays in recall and
 //!   timeline;
 //! - a degraded index is repaired on the writer thread, with backoff: a new tantivy writer,
@@ -19,105 +20,15 @@
 //!   the table.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::writer::Writer;
-use super::{Shared, Table};
+use super::Writer;
+use crate::engine::shared::Shared;
 use crate::index::scope::{fingerprint_of, CommitMark, Fingerprint, ScopeIndexError};
-
-/// First pause before a repair is tried again.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest pause between two repair attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-
-/// The scope index's health, shared with readers (`/readyz`, `/metrics`), and what a repair
-/// must apply again.
-#[derive(Debug, Default)]
-pub struct ScopeHealth {
-    state: parking_lot::Mutex<SyncState>,
-}
-
-#[derive(Debug, Default)]
-struct SyncState {
-    /// Why the index is degraded, until a repair commits.
-    degraded: Option<String>,
-    /// Internal ids deleted since the last good commit.
-    deleted: Vec<u32>,
-    /// Failed commits, updates and repairs since start.
-    failures: u64,
-    /// When a repair may be tried next.
-    next_try: Option<Instant>,
-    backoff: Duration,
-}
-
-impl ScopeHealth {
-    /// Why the index is degraded, or `None` when it is in step with the log.
-    pub fn degraded(&self) -> Option<String> {
-        self.state.lock().degraded.clone()
-    }
-
-    /// Failed commits, updates and repairs since start.
-    pub fn failures(&self) -> u64 {
-        self.state.lock().failures
-    }
-
-    /// Marks the index degraded (the first reason is kept until a repair).
-    fn degrade(&self, reason: String) {
-        let mut s = self.state.lock();
-        s.failures += 1;
-        if s.degraded.is_none() {
-            tracing::error!(reason = %reason, "scope index degraded; fresh events are answered from memory until it is repaired");
-            s.degraded = Some(reason);
-            s.backoff = FIRST_BACKOFF;
-            s.next_try = Some(Instant::now());
-        }
-    }
-
-    /// Records a deletion for a repair to apply again.
-    fn deleted(&self, doc: u32) {
-        self.state.lock().deleted.push(doc);
-    }
-
-    /// Whether a repair is due now; if so, the next one waits twice as long.
-    fn repair_due(&self) -> bool {
-        let mut s = self.state.lock();
-        if s.degraded.is_none() || s.next_try.is_some_and(|t| Instant::now() < t) {
-            return false;
-        }
-        s.next_try = Some(Instant::now() + s.backoff);
-        s.backoff = (s.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
-        true
-    }
-
-    /// A good commit: nothing is left to apply again.
-    fn committed(&self) {
-        let mut s = self.state.lock();
-        s.next_try = None;
-        s.deleted.clear();
-    }
-
-    /// The deletions since the last good commit.
-    fn pending_deletes(&self) -> Vec<u32> {
-        self.state.lock().deleted.clone()
-    }
-
-    fn healed(&self) {
-        let mut s = self.state.lock();
-        if let Some(reason) = s.degraded.take() {
-            tracing::info!(after = %reason, "scope index repaired and in step with the log");
-        }
-        s.deleted.clear();
-        s.next_try = None;
-    }
-
-    fn failed(&self, what: &str, e: &ScopeIndexError) {
-        crate::telemetry::scope_index_failure();
-        self.degrade(format!("{what}: {e}"));
-    }
-}
+use crate::read::{Entry, Table};
 
 /// Buffers one live event in the scope index; a failure degrades the index.
-pub(crate) fn index_put(shared: &Shared, entry: &super::Entry) {
+pub(crate) fn index_put(shared: &Shared, entry: &Entry) {
     if let Err(e) = shared.scope.add(&entry.scope_doc()) {
         shared.scope_health.failed("scope index update failed", &e);
     }
@@ -173,7 +84,7 @@ impl Writer {
     pub(super) fn commit_mark(&self) -> CommitMark {
         CommitMark {
             last_seq: self.log.next_seq().saturating_sub(1),
-            audit_seq: Some(self.audit_log.next_seq().saturating_sub(1)),
+            audit_seq: Some(self.audit.last_seq().unwrap_or(0)),
         }
     }
 

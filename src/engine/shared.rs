@@ -1,0 +1,131 @@
+//! The state the writer thread and the readers share, and the data directory's layout.
+//!
+//! Invariants: the writer thread is the only one that changes the table, vectors, graphs and
+//! indexes ([`Shared`] hands readers locks and atomic swaps, never a second writer); a read
+//! takes one [`Shared::snapshot`] and consults nothing else; the data directory is locked
+//! ([`lock_data_dir`]) for as long as a writer may write it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+
+use anyhow::Context;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use parking_lot::RwLock;
+
+use super::scope_health::ScopeHealth;
+use crate::audit::AuditTrail;
+use crate::index::scope::ScopeIndex;
+use crate::index::vector::{HnswIndex, VectorStore};
+use crate::read::{Partitioned, Snapshot, Table};
+
+/// Pseudo-tenant of offline maintenance: compaction reports every tenant's purged ids.
+/// It can never be a real tenant (`*` is not allowed in tenant ids).
+pub const ALL_TENANTS: &str = "*";
+
+/// File locations under the data directory.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The event log file.
+    pub log: PathBuf,
+    /// The tantivy directory.
+    pub scope: PathBuf,
+    /// The HNSW snapshot directory.
+    pub hnsw: PathBuf,
+    /// The audit trail.
+    pub audit: PathBuf,
+    /// The secret of the trail's keyed hashes.
+    pub hash_key: PathBuf,
+}
+
+impl Paths {
+    /// Paths under `data_dir`.
+    pub fn new(data_dir: &std::path::Path) -> Self {
+        Paths {
+            log: data_dir.join("log").join("events.log"),
+            scope: data_dir.join("index").join("scope"),
+            hnsw: data_dir.join("index").join("hnsw"),
+            audit: data_dir.join("audit").join("audit.log"),
+            hash_key: data_dir.join("audit").join("hash.key"),
+        }
+    }
+}
+
+/// State shared by the writer thread and readers.
+pub struct Shared {
+    /// All events.
+    pub table: RwLock<Table>,
+    /// All vectors, by internal id (swapped whole by compaction).
+    pub vectors: ArcSwap<VectorStore>,
+    /// The HNSW graph over all vectors (swapped whole by compaction); empty unless
+    /// `hnsw_enabled`.
+    pub hnsw: ArcSwap<HnswIndex>,
+    /// Whether the HNSW graph is maintained (approximate recall is on): otherwise no vector is
+    /// inserted, no snapshot is written and an old snapshot is removed at open.
+    pub hnsw_enabled: bool,
+    /// The vector partitions of partitioned recall (see [`super::partitions`]); `None` until built
+    /// and whenever partitioned recall is off.
+    pub partition: ArcSwapOption<Partitioned>,
+    /// With partitioned recall on, the number of vectors from which partitions are built.
+    pub partition_min_vectors: Option<usize>,
+    /// Whether a partition build is running.
+    pub partition_building: AtomicBool,
+    /// The tantivy scope index.
+    pub scope: ScopeIndex,
+    /// Internal ids below this are committed in `scope` (see [`super::writer`]'s scope sync).
+    pub watermark: AtomicUsize,
+    /// Whether `scope` is in step with the log, and what a repair must apply again.
+    pub scope_health: ScopeHealth,
+    /// The audit trail: its log file plus a sparse, bounded index over it.
+    pub audit: Arc<AuditTrail>,
+    /// The data directory's hashing secret (keyed content and query hashes, key tags).
+    pub keyed: crate::audit::Keyed,
+    /// File locations.
+    pub paths: Paths,
+}
+
+impl Shared {
+    /// The one view a read takes of everything it consults (see [`crate::read`]'s
+    /// invariants for the order). The table stays read-locked until the snapshot is dropped:
+    /// take it on the CPU pool, after any embedding, and drop it before anything else locks
+    /// the table.
+    pub(crate) fn snapshot(&self) -> Snapshot<'_> {
+        let watermark = self.watermark.load(std::sync::atomic::Ordering::Acquire);
+        let scope = self.scope.view();
+        let table = self.table.read();
+        Snapshot {
+            table,
+            scope,
+            watermark,
+            vectors: self.vectors.load_full(),
+            hnsw: self.hnsw.load_full(),
+            partition: self.partition.load_full(),
+            keyed: &self.keyed,
+        }
+    }
+}
+
+/// Takes the data directory's exclusive lock, so a second process (a second server, or an
+/// offline import, export or compaction while the server runs) fails clearly instead of
+/// writing the same log. The kernel releases it when the process dies.
+pub(crate) fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .mode(crate::fsutil::PRIVATE_FILE)
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "data directory {} is in use by another episodic process (stop the server first)",
+            data_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The write path of the engine's handle: validate, check the tenant and actor, resolve
+//! namespaced ids, decide under the write policy, answer an idempotent retry from the table,
+//! embed, and hand the event to the writer thread.
+//!
+//! Invariants: nothing reaches the writer that failed validation or that the policy denies
+//! (a denial is audited as `deny` and answered 422); the tenant comes from the grant, never
+//! from the body; an idempotent retry found here is answered without embedding, and the
+//! writer checks again, serially, for one racing its original; a deleted event's id is
+//! never reused.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+
+use super::writer::{Command, PendingPut, PutReply};
+use super::{normalized, read_audit, storage_unavailable, writer_gone, Engine};
+use crate::audit::AuditAction;
+use crate::auth::TenantGrant;
+use crate::error::{ErrorCode, Problem};
+use crate::model::validate::validate_event;
+use crate::model::{Decision, StoredEvent, Timestamp};
+use crate::read::Lookup;
+
+/// The result of an accepted write.
+#[derive(Debug, Clone)]
+pub struct WriteOutcome {
+    /// The event as stored.
+    pub event: StoredEvent,
+    /// The decision that admitted it.
+    pub decision: Decision,
+    /// Whether this was an idempotent retry of an earlier write (answered with its result).
+    pub retried: bool,
+}
+
+fn hash_input(input: &crate::model::EventInput) -> String {
+    let bytes = serde_json::to_vec(input).unwrap_or_default();
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Engine {
+    /// Validates, decides, embeds and durably stores one event.
+    pub async fn write(
+        &self,
+        grant: &TenantGrant,
+        body: &Value,
+        wait_for: bool,
+    ) -> Result<WriteOutcome, Problem> {
+        self.write_inner(grant, body, wait_for, None).await
+    }
+
+    /// Like [`Engine::write`] with a precomputed summary embedding (bulk loads, benchmarks).
+    /// The vector must have the embedder's dimension; it is L2-normalised here.
+    pub async fn write_embedded(
+        &self,
+        grant: &TenantGrant,
+        body: &Value,
+        vector: Vec<f32>,
+        wait_for: bool,
+    ) -> Result<WriteOutcome, Problem> {
+        self.write_inner(grant, body, wait_for, Some(vector)).await
+    }
+
+    async fn write_inner(
+        &self,
+        grant: &TenantGrant,
+        body: &Value,
+        wait_for: bool,
+        vector: Option<Vec<f32>>,
+    ) -> Result<WriteOutcome, Problem> {
+        let now = Timestamp::now();
+        let mut input =
+            validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
+        check_body_tenant(grant, body)?;
+        if !grant.allows_actor(&input.actor_id) {
+            return Err(Problem::new(
+                ErrorCode::Forbidden,
+                format!("this key may not act for actor {}", input.actor_id),
+            ));
+        }
+        if let Some(chosen) = input.event_id.take() {
+            if !grant.is_internal() && chosen.contains(crate::read::NAMESPACE_MARK) {
+                return Err(Problem::validation(vec![crate::error::FieldError::new(
+                    "eventId",
+                    format!(
+                        "must not contain `{}` (it marks ids namespaced by key)",
+                        crate::read::NAMESPACE_MARK
+                    ),
+                )]));
+            }
+            let class = input.privacy_class;
+            input.event_id = Some(crate::read::stored_id(
+                grant,
+                &self.shared.keyed,
+                &chosen,
+                class,
+            ));
+        }
+        self.resolve_targets(grant, &mut input.supersedes_event_ids);
+        let decision = self.config.policy.decide(&input, grant.tenant(), now);
+        crate::telemetry::policy_decision(decision.outcome());
+        if let Decision::Deny { reason } = &decision {
+            let detail = format!(
+                "write policy {} denied the event: {reason}",
+                self.config.policy.version
+            );
+            let decision_json = serde_json::to_value(&decision).unwrap_or(Value::Null);
+            let audit_detail = serde_json::json!({
+                "decision": decision_json,
+                "policyVersion": self.config.policy.version,
+                "contentHash": self.shared.keyed.content_hash(grant.tenant(), &input.summary),
+            });
+            let ids = input.event_id.iter().cloned().collect();
+            self.audit(read_audit(grant, AuditAction::Deny, ids, audit_detail));
+            return Err(
+                Problem::new(ErrorCode::PolicyDenied, detail).with_extra("decision", decision_json)
+            );
+        }
+        let input_hash = hash_input(&input);
+        if let Some(done) = self.retry_without_embedding(grant, &input, &input_hash)? {
+            return Ok(done);
+        }
+        let vector = match vector {
+            Some(v) => normalized(v, self.embedder.dim())?,
+            None => self.embed_one(input.summary.clone()).await?,
+        };
+        let pending = PendingPut {
+            grant: grant.clone(),
+            tenant: grant.tenant().to_string(),
+            key_id: grant.key_id().to_string(),
+            input,
+            input_hash,
+            decision,
+            policy_version: self.config.policy.version.clone(),
+            vector,
+        };
+        let outcome = self.send_put(pending).await?;
+        if wait_for {
+            self.refresh().await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Answers an idempotent retry of a stored write from the table, before any embedding
+    /// (the writer checks again, serially, for a retry racing its original).
+    fn retry_without_embedding(
+        &self,
+        grant: &TenantGrant,
+        input: &crate::model::EventInput,
+        hash: &str,
+    ) -> Result<Option<WriteOutcome>, Problem> {
+        let Some(id) = &input.event_id else {
+            return Ok(None);
+        };
+        let table = self.shared.table.read();
+        let entry = match table.lookup(grant.tenant(), id) {
+            Lookup::Missing => return Ok(None),
+            Lookup::Deleted(_) => return Err(deleted_conflict(id)),
+            Lookup::Live(entry) => entry,
+        };
+        if entry.input_hash != hash {
+            return Err(Problem::new(
+                ErrorCode::Conflict,
+                format!("event {id} already exists with different content"),
+            ));
+        }
+        let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
+        self.audit(read_audit(
+            grant,
+            AuditAction::Write,
+            vec![id.clone()],
+            detail,
+        ));
+        let view = self.view(grant, &table);
+        Ok(Some(WriteOutcome {
+            event: view.present(&entry.event),
+            decision: entry.decision.clone(),
+            retried: true,
+        }))
+    }
+
+    async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Problem> {
+        let grant = pending.grant.clone();
+        let (tx, rx) = oneshot::channel();
+        let _queued = crate::telemetry::QueueGuard::enter();
+        self.tx
+            .send(Command::Put(Box::new(pending), tx))
+            .map_err(|_| writer_gone())?;
+        match rx.await.map_err(|_| writer_gone())? {
+            PutReply::Stored(event, decision) => Ok(WriteOutcome {
+                event: *event,
+                decision,
+                retried: false,
+            }),
+            PutReply::Retried(event, decision) => Ok(WriteOutcome {
+                event: self.view(&grant, &self.shared.table.read()).present(&event),
+                decision,
+                retried: true,
+            }),
+            PutReply::NotFound(id) => Err(Problem::event_not_found(&id)),
+            PutReply::Conflict(msg) => Err(Problem::new(ErrorCode::Conflict, msg)),
+            PutReply::Unavailable(e) => Err(storage_unavailable(&e)),
+        }
+    }
+
+    /// Replaces each id the grant finds under another stored id (a chosen id that was
+    /// namespaced) with that id; ids it cannot find stay as given (and are answered 404).
+    fn resolve_targets(&self, grant: &TenantGrant, ids: &mut [String]) {
+        let table = self.shared.table.read();
+        let view = self.view(grant, &table);
+        for id in ids.iter_mut() {
+            if let Some(e) = view.live(id) {
+                id.clone_from(&e.event.event_id);
+            }
+        }
+    }
+}
+
+/// A client id that names a deleted event is never reused.
+pub(crate) fn deleted_conflict(id: &str) -> Problem {
+    Problem::new(
+        ErrorCode::Conflict,
+        format!("event {id} was deleted; its id cannot be reused"),
+    )
+}
+
+fn check_body_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
+    match body.get("tenantId") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(t)) if t == grant.tenant() => Ok(()),
+        Some(_) => Err(Problem::new(
+            ErrorCode::TenantMismatch,
+            "tenantId in the body differs from the key's tenant",
+        )),
+    }
+}

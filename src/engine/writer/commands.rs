@@ -1,0 +1,98 @@
+//! What the engine asks of the writer thread: [`Command`], one per kind of request, each
+//! carrying the channel its answer goes back on, and the writer's tuning.
+//!
+//! Invariants: every command that changes stored state is answered only once its log record
+//! and audit entries are durable (see [`super::Writer`]); `Audit` and `Refresh` change no
+//! stored state; nothing but the writer thread receives these commands.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{
+    CompactReport, DeleteReply, ErasureReceipt, PendingPut, PutReply, ReevaluationReport,
+    ReviewFailure, ReviewOutcome, WriterError,
+};
+use crate::audit::AuditEntry;
+use crate::auth::TenantGrant;
+
+/// Commands for the writer thread.
+#[derive(Debug)]
+pub enum Command {
+    /// Store one event.
+    Put(Box<PendingPut>, oneshot::Sender<PutReply>),
+    /// Delete events of a tenant.
+    Delete {
+        /// The caller's grant (targets must be inside it).
+        grant: TenantGrant,
+        /// Tenant.
+        tenant: String,
+        /// Event ids.
+        event_ids: Vec<String>,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<DeleteReply>,
+    },
+    /// Erase an actor's deletable events.
+    Erase {
+        /// Tenant.
+        tenant: String,
+        /// Actor.
+        actor_id: String,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<ErasureReceipt, WriterError>>,
+    },
+    /// Physically purge deleted content.
+    Compact {
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<CompactReport, WriterError>>,
+    },
+    /// Approve or reject a pending event.
+    Review {
+        /// The reviewer's grant.
+        grant: TenantGrant,
+        /// The event.
+        event_id: String,
+        /// Approve (true) or reject.
+        approve: bool,
+        /// Optional note.
+        note: Option<String>,
+        /// Reply.
+        reply: oneshot::Sender<Result<ReviewOutcome, ReviewFailure>>,
+    },
+    /// Re-evaluate stored events under a candidate policy.
+    Reevaluate {
+        /// The candidate.
+        policy: Box<crate::policy::WritePolicy>,
+        /// Report only.
+        dry_run: bool,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<ReevaluationReport, WriterError>>,
+    },
+    /// Record an audit entry produced outside the writer (reads, denials).
+    Audit(Box<AuditEntry>),
+    /// Make everything acknowledged so far searchable and every audit entry durable.
+    Refresh(oneshot::Sender<()>),
+    /// Flush indexes and stop.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Writer tuning.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Longest time a fresh event waits before the scope index commits.
+    pub refresh_interval: Duration,
+    /// Most puts in one group commit.
+    pub max_batch: usize,
+    /// Save an HNSW snapshot once this many inserts are unsaved and the writer is idle.
+    pub hnsw_save_every: usize,
+    /// How often expired events are deleted.
+    pub sweep_interval: Duration,
+}
