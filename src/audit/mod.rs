@@ -37,8 +37,9 @@ pub struct AuditEntry {
     pub tenant_id: String,
     /// Acting key (`system` for the sweeper).
     pub key_id: String,
-    /// What happened: `write`, `deny`, `supersede`, `recall`, `timeline`, `get`, `deleted`,
-    /// `erased`, `expired`, `compact`.
+    /// What happened: `write`, `correct`, `deny`, `get`, `recall`, `timeline`, `history`,
+    /// `deleted`, `erased`, `expired`, `rejected`, `policy_denied`, `approve`, `reject`,
+    /// `requeue`, `compact` or `recovered`.
     #[schema(value_type = String)]
     pub action: AuditAction,
     /// Events concerned (returned, written, deleted, ...).
