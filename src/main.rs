@@ -105,19 +105,6 @@ fn config_path_from_args() -> Option<std::path::PathBuf> {
     std::env::var_os("EPISODIC_CONFIG").map(Into::into)
 }
 
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,tantivy=warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    if format == "json" {
-        builder.json().flatten_event(true).init();
-    } else {
-        builder.init();
-    }
-}
-
 fn main() -> ExitCode {
     episodic::fsutil::owner_only_umask();
     if let Some(path) = config_path_from_args() {
@@ -127,7 +114,7 @@ fn main() -> ExitCode {
         }
     }
     let cli = Cli::parse();
-    init_logging(&cli.log_format);
+    episodic::telemetry::init_logging(&cli.log_format);
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::PrintConfig(args) => {

@@ -243,3 +243,19 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         })
         .sum()
 }
+
+/// Installs the process's log subscriber on stderr: `json` (one object per event) or text,
+/// filtered by `RUST_LOG` (default `info,tantivy=warn`). Shared by the server and the eval
+/// binary.
+pub fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,tantivy=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    if format == "json" {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}

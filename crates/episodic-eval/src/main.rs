@@ -21,25 +21,12 @@ struct Cli {
     dataset: Dataset,
 }
 
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,tantivy=warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    if format == "json" {
-        builder.json().flatten_event(true).init();
-    } else {
-        builder.init();
-    }
-}
-
 fn main() -> ExitCode {
     // Reports and scratch data directories are written owner-only, as the server writes its
     // files.
     episodic::fsutil::owner_only_umask();
     let cli = Cli::parse();
-    init_logging(&cli.log_format);
+    episodic::telemetry::init_logging(&cli.log_format);
     match episodic_eval::run(cli.dataset) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
