@@ -18,6 +18,8 @@ use serde_json::json;
 use episodic::auth::TenantGrant;
 use episodic::embed::HashingEmbedder;
 use episodic::engine::{Engine, EngineConfig};
+use episodic::model::validate::{validate_event, Limits};
+use episodic::model::Timestamp;
 use episodic::retrieve::{RecallRequest, Scope};
 
 const DIM: usize = 384;
@@ -137,8 +139,10 @@ fn build(
             let engine = engine.clone();
             set.spawn(async move {
                 let grant = TenantGrant::internal(&tenant, "bench");
+                let input = validate_event(&body, &Limits::default(), Timestamp::now())
+                    .expect("a valid event");
                 engine
-                    .write_embedded(&grant, &body, vector, false)
+                    .write_embedded(&grant, input, vector, false)
                     .await
                     .map(|_| ())
             });

@@ -1,5 +1,7 @@
 //! The crate's error-code table: every failure a client can see maps to one stable
-//! snake_case code and one HTTP status.
+//! snake_case code and one HTTP status. Field errors ([`FieldError`], [`Invalid`]) live here
+//! too, for every layer that validates input; the engine's own failures are typed in
+//! `engine::Error`, and only the edges (`wire`, `api`, `mcp`) make problems of them.
 //!
 //! Invariants: codes are never renamed (clients match on them); every variant is listed
 //! in each match (no wildcard arm), so adding a code forces a decision on its status.
@@ -156,72 +158,10 @@ impl FieldError {
     }
 }
 
-/// A client-visible failure: a code, a detail message and optional extras.
-#[derive(Debug, Clone)]
-pub struct Problem {
-    /// The stable code.
-    pub code: ErrorCode,
-    /// Human-readable detail.
-    pub detail: String,
-    /// Field errors (validation only).
-    pub errors: Vec<FieldError>,
-    /// Extra members merged into the problem body (e.g. the policy `decision`).
-    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Seconds the client should wait before retrying (sent as `Retry-After`).
-    pub retry_after_secs: Option<u64>,
-}
-
-impl Problem {
-    /// A problem with a code and detail.
-    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
-        Problem {
-            code,
-            detail: detail.into(),
-            errors: Vec::new(),
-            extra: None,
-            retry_after_secs: None,
-        }
-    }
-
-    /// A `validation_failed` problem listing every field error.
-    pub fn validation(errors: Vec<FieldError>) -> Self {
-        let detail = format!("{} field error(s)", errors.len());
-        Problem {
-            code: ErrorCode::ValidationFailed,
-            detail,
-            errors,
-            extra: None,
-            retry_after_secs: None,
-        }
-    }
-
-    /// A `not_found` problem for an event id (same text whether foreign or absent).
-    pub fn event_not_found(event_id: &str) -> Self {
-        Problem::new(ErrorCode::NotFound, format!("event {event_id} not found"))
-    }
-
-    /// Asks the client to wait `secs` seconds before retrying (`Retry-After`).
-    pub fn with_retry_after(mut self, secs: u64) -> Self {
-        self.retry_after_secs = Some(secs);
-        self
-    }
-
-    /// Adds one extra member to the body.
-    pub fn with_extra(mut self, key: &str, value: serde_json::Value) -> Self {
-        self.extra
-            .get_or_insert_with(serde_json::Map::new)
-            .insert(key.to_string(), value);
-        self
-    }
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.detail)
-    }
-}
-
-impl std::error::Error for Problem {}
+/// Input that failed validation, with every field error found (not only the first).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} field error(s)", .0.len())]
+pub struct Invalid(pub Vec<FieldError>);
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 //! Episodic: a long-term episodic memory server for AI agents.
 //!
-//! Bird's-eye view: a write is validated (`model::validate`), decided by the write policy
+//! Bird's-eye view: a write body is parsed once at the edge into a typed `EventInput`
+//! (`wire::event_input`, `model::validate`), decided by the write policy
 //! (`policy`), embedded (`embed`) on the CPU pool (`cpu`), appended and fsynced to the log
 //! (`store`) by the single writer (`engine`), then applied to the read model (`read`: the
 //! in-memory table and its dense heads) and the derived indexes (`index::scope` in tantivy,
@@ -14,8 +15,10 @@
 //! engine's ordinary write path.
 //!
 //! Dependency direction: `model` ← `policy`, `store`, `index`, `embed`, `rank` ← `read` ←
-//! `retrieve` ← `engine` ← `api` ↔ `mcp` (the router mounts `mcp`, whose tools reuse `api`'s
-//! state and write/observe glue); and `model`, `embed` ← `observe` ← `api`. Offline quality
+//! `retrieve` ← `engine` ← `wire` ← `mcp` ← `api` (the router mounts `mcp`; both edges share
+//! `wire`'s parsing of bodies into typed inputs, the JSON of results, and `Problem`, the one
+//! translation of `engine::Error` into a client answer); and `model`, `embed` ← `observe` ←
+//! `engine`. The engine never reaches an edge (`tests/it/structure.rs`). Offline quality
 //! evaluation (LoCoMo, MADial-Bench, the observe classifier's labelled sets, the scenario
 //! suite) lives outside this crate, in the `episodic-eval` workspace member, which uses only
 //! this library's public API.

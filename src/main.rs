@@ -215,7 +215,7 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
     let config = args.serve.engine_config()?;
     let keys = open_keys(&args.serve)?;
     keys.authenticate(&args.api_key)
-        .map_err(|p| anyhow::anyhow!("--api-key: {}: {}", p.code.as_str(), p.detail))?;
+        .map_err(|p| anyhow::anyhow!("--api-key: {}: {}", p.code().as_str(), p))?;
     let engine = load_engine(&args.serve.model_dir, config)?;
     let slot = Arc::new(OnceLock::new());
     let _ = slot.set(engine.clone());

@@ -31,10 +31,11 @@ use serde_json::{Map, Value};
 use crate::auth::TenantGrant;
 use crate::config::ServeArgs;
 use crate::embed::{Embedder, FastEmbedder};
-use crate::engine::{Engine, WriteOutcome};
-use crate::error::{ErrorCode, FieldError, Problem};
+use crate::engine::{Engine, Error, WriteOutcome};
+use crate::error::{ErrorCode, FieldError};
 use crate::model::validate::validate_event;
-use crate::model::{Decision, Timestamp};
+use crate::model::{Decision, EventInput, Timestamp};
+use crate::wire::Problem;
 
 /// Fields of an exported line that the server owns; an import drops them.
 const SERVER_OWNED: [&str; 6] = [
@@ -128,8 +129,7 @@ pub struct ImportSummary {
 /// One parsed, validated line waiting for its vector.
 struct Pending {
     line: usize,
-    body: Value,
-    summary: String,
+    input: EventInput,
     vector: Option<Vec<f32>>,
     corrects: bool,
 }
@@ -266,8 +266,7 @@ fn parse_line(
     Ok(Pending {
         line: number,
         corrects: !input.supersedes_event_ids.is_empty(),
-        summary: input.summary,
-        body,
+        input,
         vector,
     })
 }
@@ -317,7 +316,7 @@ async fn embed_missing(
     let texts: Vec<String> = batch
         .iter()
         .filter(|p| p.vector.is_none())
-        .map(|p| p.summary.clone())
+        .map(|p| p.input.summary.clone())
         .collect();
     summary.vectors_reused += batch.len() - texts.len();
     if texts.is_empty() {
@@ -342,11 +341,11 @@ async fn flush(
         let (engine, grant) = (engine.clone(), grant.clone());
         tasks.spawn(async move {
             let vector = p.vector.unwrap_or_default();
-            let result = engine.write_embedded(&grant, &p.body, vector, false).await;
+            let result = engine.write_embedded(&grant, p.input, vector, false).await;
             (p.line, result)
         });
     }
-    let mut results: Vec<(usize, Result<WriteOutcome, Problem>)> =
+    let mut results: Vec<(usize, Result<WriteOutcome, Error>)> =
         tasks.join_all().await.into_iter().collect();
     results.sort_by_key(|(line, _)| *line);
     for (line, result) in results {
@@ -357,9 +356,10 @@ async fn flush(
 
 fn tally(
     line: usize,
-    result: Result<WriteOutcome, Problem>,
+    result: Result<WriteOutcome, Error>,
     summary: &mut ImportSummary,
 ) -> anyhow::Result<()> {
+    let result = result.map_err(Problem::from);
     let issue = |p: &Problem| LineIssue {
         line,
         code: p.code.as_str().to_string(),

@@ -18,7 +18,8 @@ use serde_json::Value;
 
 use super::AppState;
 use crate::auth::Principal;
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
+use crate::wire::Problem;
 
 /// The authenticated caller.
 pub struct Auth(pub Principal);

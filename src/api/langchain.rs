@@ -15,9 +15,10 @@ use super::extract::{Auth, JsonBody};
 use super::openapi::{AuthErrors, BodyErrors, ProblemDoc, Unavailable};
 use super::AppState;
 use crate::auth::roles;
-use crate::error::{FieldError, Problem};
+use crate::error::{FieldError, Invalid};
 use crate::retrieve::evidence::render_one;
 use crate::retrieve::{Hit, RecallRequest};
+use crate::wire::Problem;
 
 /// Request body: the retriever's input key is `message`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -102,13 +103,13 @@ fn parse(body: &Value) -> Result<RecallRequest, Problem> {
     if !errors.is_empty() {
         return Err(Problem::validation(errors));
     }
-    RecallRequest::parse(&Value::Object(recall)).map_err(|mut p| {
-        for e in &mut p.errors {
+    RecallRequest::parse(&Value::Object(recall)).map_err(|Invalid(mut errors)| {
+        for e in &mut errors {
             if e.field == "query" {
                 e.field = "message".into();
             }
         }
-        p
+        Problem::validation(errors)
     })
 }
 

@@ -16,9 +16,10 @@ use super::openapi::{
 use super::AppState;
 use crate::audit::AuditQuery;
 use crate::auth::roles;
-use crate::error::{FieldError, Problem};
+use crate::error::FieldError;
 use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Timestamp;
+use crate::wire::Problem;
 
 /// Most audit entries one page may hold.
 const MAX_AUDIT_LIMIT: usize = 1000;

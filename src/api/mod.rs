@@ -38,7 +38,8 @@ use utoipa_axum::routes;
 
 use crate::auth::KeyStore;
 use crate::engine::Engine;
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
+use crate::wire::Problem;
 use auth_limit::AuthLimiter;
 use extract::Auth;
 

@@ -15,8 +15,8 @@ use super::openapi::{
 };
 use super::AppState;
 use crate::auth::roles;
-use crate::error::Problem;
 use crate::wire::observe_interaction;
+use crate::wire::Problem;
 
 /// `POST /v1/observe`.
 #[utoipa::path(

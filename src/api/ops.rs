@@ -21,7 +21,8 @@ use super::extract::Auth;
 use super::problem::is_problem;
 use super::AppState;
 use crate::auth::roles;
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
+use crate::wire::Problem;
 
 const DOCS_HTML: &str = include_str!("assets/docs.html");
 const DOCS_JS: &str = include_str!("assets/docs.js");

@@ -15,7 +15,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::listener::BodyDeadline;
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
+use crate::wire::Problem;
 
 /// The problem media type.
 pub const PROBLEM_JSON: &str = "application/problem+json";

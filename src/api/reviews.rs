@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use super::extract::{Auth, OptionalJsonBody};
 use super::openapi::{AuthErrors, BodyErrors, ProblemDoc, ReviewList, ReviewNote, Unavailable};
 use super::AppState;
-use crate::error::{FieldError, Problem};
+use crate::error::FieldError;
+use crate::wire::Problem;
 
 /// `GET /v1/reviews?status=pending&limit=`.
 #[utoipa::path(

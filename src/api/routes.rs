@@ -19,11 +19,11 @@ use super::openapi::{
 use super::AppState;
 use crate::auth::{roles, Limits, Revocation};
 use crate::engine::WriteOutcome;
-use crate::error::{ErrorCode, FieldError, Problem};
+use crate::error::{ErrorCode, FieldError};
 use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
-use crate::wire::write_body;
+use crate::wire::{event_input, write_body, Problem};
 
 /// `GET /healthz`: the process is up.
 #[utoipa::path(
@@ -107,7 +107,9 @@ pub async fn write_event(
 ) -> Result<Response, Problem> {
     let grant = principal.grant(roles::WRITER)?;
     let wait_for = refresh_param(&params)?;
-    let outcome = state.engine()?.write(&grant, &body, wait_for).await?;
+    let engine = state.engine()?;
+    let input = event_input(engine, &grant, &body)?;
+    let outcome = engine.write(&grant, input, wait_for).await?;
     Ok(write_response(outcome))
 }
 

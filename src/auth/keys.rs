@@ -19,8 +19,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::strength::{self, WeakKey};
-use super::{roles, Limits, Principal};
-use crate::error::{ErrorCode, Problem};
+use super::{roles, AuthError, Limits, Principal};
 use crate::fsutil;
 use crate::model::PrivacyClass;
 use crate::model::Timestamp;
@@ -213,7 +212,7 @@ impl KeyStore {
     }
 
     /// Resolves a bearer key to a principal, or 401.
-    pub fn authenticate(&self, key: &str) -> Result<Principal, Problem> {
+    pub fn authenticate(&self, key: &str) -> Result<Principal, AuthError> {
         let presented = digest(key);
         if let Some(p) = self.match_record(key, &presented) {
             return Ok(p);
@@ -241,10 +240,7 @@ impl KeyStore {
                 ));
             }
         }
-        Err(Problem::new(
-            ErrorCode::Unauthenticated,
-            "unknown or revoked API key",
-        ))
+        Err(AuthError::Unauthenticated)
     }
 
     fn match_record(&self, key: &str, presented: &[u8; 32]) -> Option<Principal> {

@@ -32,8 +32,32 @@ impl Principal {
     }
 }
 
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
 use crate::model::{PrivacyClass, StoredEvent};
+
+/// Why a key may not do what it asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// Missing, malformed, unknown or revoked key.
+    #[error("unknown or revoked API key")]
+    Unauthenticated,
+    /// A key with no tenant (the admin key) asked for a tenant's data.
+    #[error("this key is not bound to a tenant; create a tenant key with POST /v1/admin/keys")]
+    NotTenantBound,
+    /// The key lacks a role the request needs.
+    #[error("missing role: {0}")]
+    MissingRole(String),
+}
+
+impl AuthError {
+    /// The stable client-visible code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AuthError::Unauthenticated => ErrorCode::Unauthenticated,
+            AuthError::NotTenantBound | AuthError::MissingRole(_) => ErrorCode::Forbidden,
+        }
+    }
+}
 
 /// Role names with built-in meaning.
 pub mod roles {
@@ -96,18 +120,12 @@ impl Principal {
     }
 
     /// A tenant-bound grant for an action needing `role`, or 403 naming what is missing.
-    pub fn grant(&self, role: &str) -> Result<TenantGrant, Problem> {
+    pub fn grant(&self, role: &str) -> Result<TenantGrant, AuthError> {
         let Some(tenant) = &self.tenant else {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                "this key is not bound to a tenant; create a tenant key with POST /v1/admin/keys",
-            ));
+            return Err(AuthError::NotTenantBound);
         };
         if !self.has_role(role) {
-            return Err(
-                Problem::new(ErrorCode::Forbidden, format!("missing role: {role}"))
-                    .with_extra("missingRole", serde_json::Value::String(role.to_string())),
-            );
+            return Err(AuthError::MissingRole(role.to_string()));
         }
         Ok(TenantGrant {
             tenant: tenant.clone(),
@@ -120,12 +138,9 @@ impl Principal {
 
     /// A tenant-bound grant whatever the roles (for routes that check a role per item, such
     /// as review decisions, which need the event's approver role).
-    pub fn tenant_grant(&self) -> Result<TenantGrant, Problem> {
+    pub fn tenant_grant(&self) -> Result<TenantGrant, AuthError> {
         let Some(tenant) = &self.tenant else {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                "this key is not bound to a tenant; create a tenant key with POST /v1/admin/keys",
-            ));
+            return Err(AuthError::NotTenantBound);
         };
         Ok(TenantGrant {
             tenant: tenant.clone(),
@@ -137,16 +152,11 @@ impl Principal {
     }
 
     /// Succeeds only for keys holding the admin role.
-    pub fn require_admin(&self) -> Result<(), Problem> {
+    pub fn require_admin(&self) -> Result<(), AuthError> {
         if self.has_role(roles::ADMIN) {
             return Ok(());
         }
-        Err(
-            Problem::new(ErrorCode::Forbidden, "missing role: admin").with_extra(
-                "missingRole",
-                serde_json::Value::String(roles::ADMIN.to_string()),
-            ),
-        )
+        Err(AuthError::MissingRole(roles::ADMIN.to_string()))
     }
 }
 
@@ -248,8 +258,8 @@ mod tests {
         let p = principal(Some("acme"), &[roles::READER]);
         assert_eq!(p.grant(roles::READER).expect("grant").tenant(), "acme");
         let err = p.grant(roles::WRITER).expect_err("no writer");
-        assert_eq!(err.code, ErrorCode::Forbidden);
-        assert!(err.detail.contains("writer"));
+        assert_eq!(err, AuthError::MissingRole(roles::WRITER.to_string()));
+        assert_eq!(err.code(), ErrorCode::Forbidden);
         let admin = principal(None, &[roles::ADMIN]);
         assert!(admin.grant(roles::READER).is_err());
         assert!(admin.require_admin().is_ok());

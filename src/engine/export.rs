@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use super::Engine;
-use crate::error::{ErrorCode, Problem};
+use super::{Engine, Error};
 use crate::model::{StoredEvent, Timestamp};
 
 /// One exported event.
@@ -22,7 +21,7 @@ pub struct ExportedEvent {
 
 impl Engine {
     /// Embeds many texts in one call on the CPU pool (bulk import).
-    pub async fn embed_many(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Problem> {
+    pub async fn embed_many(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
         let embedder = Arc::clone(&self.embedder);
         let count = texts.len();
         let vectors = self
@@ -32,13 +31,10 @@ impl Engine {
                 embedder.embed(&refs)
             })
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))?
-            .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?;
+            .map_err(Error::Internal)?
+            .map_err(|e| Error::Internal(e.to_string()))?;
         if vectors.len() != count {
-            return Err(Problem::new(
-                ErrorCode::Internal,
-                "embedder returned too few vectors",
-            ));
+            return Err(Error::Internal("embedder returned too few vectors".into()));
         }
         Ok(vectors)
     }

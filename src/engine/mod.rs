@@ -22,6 +22,7 @@
 //! - the audit trail is read from its log file (through a sparse block index), never kept
 //!   whole in memory, so reads — each of which is audited — do not grow memory.
 
+mod error;
 mod export;
 mod gauges;
 mod logged;
@@ -42,6 +43,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 pub use crate::read::SubjectRule;
+pub use error::Error;
 pub use export::ExportedEvent;
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
@@ -49,15 +51,14 @@ pub use scope_health::ScopeHealth;
 pub use shared::{Paths, Shared, ALL_TENANTS};
 pub use write::WriteOutcome;
 pub use writer::{
-    CompactReport, ErasureReceipt, Kept, Receipt, ReevaluationReport, ReviewOutcome, Verdict,
-    WriterConfig,
+    CompactReport, Conflict, ErasureReceipt, Kept, Receipt, ReevaluationReport, ReviewOutcome,
+    Verdict, WriterConfig,
 };
 
 use crate::audit::{AuditAction, AuditEntry, AuditQuery};
 use crate::auth::TenantGrant;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
-use crate::error::{ErrorCode, Problem};
 use crate::index::vector::HnswParams;
 use crate::model::validate::Limits;
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
@@ -67,7 +68,7 @@ use crate::read::{Seen, Table, Visible};
 use crate::retrieve::{
     QueryRead, Reading, RecallConfig, RecallRequest, RecallResponse, TimelinePage, TimelineQuery,
 };
-use writer::{Command, DeleteReply, ReviewFailure, WriterError};
+use writer::{Command, DeleteReply};
 
 /// Everything the engine is configured with.
 #[derive(Debug, Clone)]
@@ -181,7 +182,7 @@ impl Engine {
     }
 
     /// Makes every acknowledged write searchable in the scope index.
-    pub async fn refresh(&self) -> Result<(), Problem> {
+    pub async fn refresh(&self) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Command::Refresh(tx))
@@ -210,7 +211,7 @@ impl Engine {
     }
 
     /// Embeds one text on the CPU pool.
-    pub async fn embed_one(&self, text: String) -> Result<Vec<f32>, Problem> {
+    pub async fn embed_one(&self, text: String) -> Result<Vec<f32>, Error> {
         Ok(self.embed_made(move || ((), text)).await?.1)
     }
 
@@ -219,7 +220,7 @@ impl Engine {
     async fn embed_made<T: Send + 'static>(
         &self,
         make: impl FnOnce() -> (T, String) + Send + 'static,
-    ) -> Result<(T, Vec<f32>), Problem> {
+    ) -> Result<(T, Vec<f32>), Error> {
         let embedder = Arc::clone(&self.embedder);
         let (aside, vectors) = self
             .cpu
@@ -228,12 +229,12 @@ impl Engine {
                 (aside, embedder.embed(&[text.as_str()]))
             })
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))?;
-        let vectors = vectors.map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?;
+            .map_err(Error::Internal)?;
+        let vectors = vectors.map_err(|e| Error::Internal(e.to_string()))?;
         let vector = vectors
             .into_iter()
             .next()
-            .ok_or_else(|| Problem::new(ErrorCode::Internal, "embedder returned no vector"))?;
+            .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
         Ok((aside, vector))
     }
 
@@ -243,13 +244,13 @@ impl Engine {
     }
 
     /// One event of the grant's tenant, or 404 (also for other tenants' ids).
-    pub fn get(&self, grant: &TenantGrant, event_id: &str) -> Result<StoredEvent, Problem> {
+    pub fn get(&self, grant: &TenantGrant, event_id: &str) -> Result<StoredEvent, Error> {
         let event = {
             let table = self.shared.table.read();
             let view = self.view(grant, &table);
             match view.live(event_id) {
                 Some(e) => view.present(&e.event),
-                None => return Err(Problem::event_not_found(event_id)),
+                None => return Err(Error::NotFound(event_id.to_string())),
             }
         };
         self.audit(read_audit(
@@ -266,7 +267,7 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         req: RecallRequest,
-    ) -> Result<RecallResponse, Problem> {
+    ) -> Result<RecallResponse, Error> {
         let shared = Arc::clone(&self.shared);
         let config = Arc::clone(&self.config);
         // The query's words are read under the table's lock: on the CPU pool, not here, once
@@ -304,7 +305,7 @@ impl Engine {
                 crate::retrieve::recall(&reading, &config.recall, &config.rank, &grant2, &req)
             })
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
+            .map_err(Error::Internal)??;
         let ids = resp
             .results
             .iter()
@@ -320,7 +321,7 @@ impl Engine {
         grant: &TenantGrant,
         req: &RecallRequest,
         query_vector: &[f32],
-    ) -> Result<RecallResponse, Problem> {
+    ) -> Result<RecallResponse, Error> {
         // Cosine scoring (and HNSW's 1 - dot distance) assume a unit query, as stored vectors are.
         self.recall_ranked(
             grant,
@@ -358,22 +359,24 @@ impl Engine {
         query_vector: &[f32],
         rank: &crate::rank::RankConfig,
         now: Timestamp,
-    ) -> Result<RecallResponse, Problem> {
+    ) -> Result<RecallResponse, Error> {
         let query = normalized(query_vector.to_vec(), self.embedder.dim())?;
         // On the engine's pool, as the async recall is: the caller waits once, and the
         // scoring's parallel sections split work among pool threads instead of each one
         // waking another pool from outside it.
-        self.cpu.install(|| {
-            let snap = self.shared.snapshot();
-            let read = QueryRead::new(&snap.table, grant, &req.query, rank);
-            let reading = Reading {
-                snap: &snap,
-                now,
-                read: &read,
-                query: &query,
-            };
-            crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
-        })
+        self.cpu
+            .install(|| {
+                let snap = self.shared.snapshot();
+                let read = QueryRead::new(&snap.table, grant, &req.query, rank);
+                let reading = Reading {
+                    snap: &snap,
+                    now,
+                    read: &read,
+                    query: &query,
+                };
+                crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
+            })
+            .map_err(Error::from)
     }
 
     /// One page of the timeline, ordered by `occurredAt`.
@@ -381,7 +384,7 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         query: TimelineQuery,
-    ) -> Result<TimelinePage, Problem> {
+    ) -> Result<TimelinePage, Error> {
         let shared = Arc::clone(&self.shared);
         let grant2 = grant.clone();
         let detail = serde_json::json!({"scope": query.scope, "asOf": query.as_of});
@@ -389,14 +392,14 @@ impl Engine {
             .cpu
             .run(move || crate::retrieve::timeline(&shared.snapshot(), &grant2, &query))
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e))??;
+            .map_err(Error::Internal)??;
         let ids = page.events.iter().map(|e| e.event_id.clone()).collect();
         self.audit(read_audit(grant, AuditAction::Timeline, ids, detail));
         Ok(page)
     }
 
     /// Sends a command built around a reply channel and awaits the writer's answer.
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Problem> {
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
         let (tx, rx) = oneshot::channel();
         let _queued = crate::telemetry::QueueGuard::enter();
         self.tx.send(make(tx)).map_err(|_| writer_gone())?;
@@ -409,7 +412,7 @@ impl Engine {
     }
 
     /// Deletes one event of the grant's tenant; idempotent (a second call returns the receipt).
-    pub async fn delete(&self, grant: &TenantGrant, event_id: &str) -> Result<Receipt, Problem> {
+    pub async fn delete(&self, grant: &TenantGrant, event_id: &str) -> Result<Receipt, Error> {
         let reply = self
             .ask(|reply| Command::Delete {
                 grant: grant.clone(),
@@ -422,9 +425,9 @@ impl Engine {
         match reply {
             DeleteReply::Deleted(mut receipts) => receipts
                 .pop()
-                .ok_or_else(|| Problem::event_not_found(event_id)),
-            DeleteReply::NotFound(id) => Err(Problem::event_not_found(&id)),
-            DeleteReply::Unavailable(e) => Err(storage_unavailable(&e)),
+                .ok_or_else(|| Error::NotFound(event_id.to_string())),
+            DeleteReply::NotFound(id) => Err(Error::NotFound(id)),
+            DeleteReply::Unavailable(e) => Err(Error::Storage(e)),
         }
     }
 
@@ -433,26 +436,15 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         actor_id: &str,
-    ) -> Result<ErasureReceipt, Problem> {
+    ) -> Result<ErasureReceipt, Error> {
         if !grant.allows_actor(actor_id) {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                format!("this key may not act for actor {actor_id}"),
-            ));
+            return Err(Error::ActorNotAllowed(actor_id.to_string()));
         }
         // An erasure deletes every event of the actor, whatever its class: only a key that
         // could read them all may ask for it, so that what it learns (ids erased and kept)
         // never reaches past its grant. Decided from the grant alone, never from the data.
         if grant.max_privacy_class() != crate::model::PrivacyClass::Sensitive {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                "erasure deletes every event of the actor, of every privacy class: it needs a \
-                 key whose maxPrivacyClass is sensitive",
-            )
-            .with_extra(
-                "missingGrant",
-                serde_json::json!({"maxPrivacyClass": "sensitive"}),
-            ));
+            return Err(Error::ErasureNeedsSensitive);
         }
         self.ask(|reply| Command::Erase {
             tenant: grant.tenant().to_string(),
@@ -461,7 +453,7 @@ impl Engine {
             reply,
         })
         .await?
-        .map_err(|e| storage_unavailable(&e))
+        .map_err(Error::Storage)
     }
 
     /// Approves or rejects a pending event (the key needs the event's approver role and must
@@ -472,7 +464,7 @@ impl Engine {
         event_id: &str,
         approve: bool,
         note: Option<String>,
-    ) -> Result<ReviewOutcome, Problem> {
+    ) -> Result<ReviewOutcome, Error> {
         self.ask(|reply| Command::Review {
             grant: grant.clone(),
             event_id: event_id.to_string(),
@@ -481,10 +473,7 @@ impl Engine {
             reply,
         })
         .await?
-        .map_err(|failure| match failure {
-            ReviewFailure::Refused(problem) => problem,
-            ReviewFailure::Failed(e) => storage_unavailable(&e),
-        })
+        .map_err(Error::from)
     }
 
     /// Re-evaluates every stored event under `policy` (all tenants; admin only at the API,
@@ -494,7 +483,7 @@ impl Engine {
         policy: WritePolicy,
         dry_run: bool,
         key_id: &str,
-    ) -> Result<ReevaluationReport, Problem> {
+    ) -> Result<ReevaluationReport, Error> {
         self.ask(|reply| Command::Reevaluate {
             policy: Box::new(policy),
             dry_run,
@@ -502,7 +491,7 @@ impl Engine {
             reply,
         })
         .await?
-        .map_err(|e| storage_unavailable(&e))
+        .map_err(Error::Storage)
     }
 
     /// Pending events of the tenant that this key may decide, oldest recorded first.
@@ -527,13 +516,13 @@ impl Engine {
 
     /// Physically purges deleted content of every tenant from every file (blocks writes
     /// while it runs). Store-wide: the API allows it to the admin only.
-    pub async fn compact(&self, key_id: &str) -> Result<CompactReport, Problem> {
+    pub async fn compact(&self, key_id: &str) -> Result<CompactReport, Error> {
         self.ask(|reply| Command::Compact {
             key_id: key_id.to_string(),
             reply,
         })
         .await?
-        .map_err(|e| storage_unavailable(&e))
+        .map_err(Error::Storage)
     }
 
     /// One page of the grant's tenant's audit trail.
@@ -541,7 +530,7 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         q: &AuditQuery,
-    ) -> Result<Vec<AuditEntry>, Problem> {
+    ) -> Result<Vec<AuditEntry>, Error> {
         self.refresh().await?;
         let shared = Arc::clone(&self.shared);
         let grant = grant.clone();
@@ -556,10 +545,10 @@ impl Engine {
             shared.audit.query_kept(grant.tenant(), &q, keep)
         })
         .await
-        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(|e| {
             tracing::error!(error = %e, "reading the audit log failed");
-            Problem::new(ErrorCode::Internal, "the audit log could not be read")
+            Error::AuditUnreadable
         })
     }
 
@@ -569,14 +558,14 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         event_id: &str,
-    ) -> Result<(Option<StoredEvent>, Vec<AuditEntry>), Problem> {
+    ) -> Result<(Option<StoredEvent>, Vec<AuditEntry>), Error> {
         let (id, current) = {
             let table = self.shared.table.read();
             let view = self.view(grant, &table);
             match view.lookup(event_id) {
                 Seen::Live(e) => (e.event.event_id.clone(), Some(view.present(&e.event))),
                 Seen::Deleted(t) => (t.event_id.clone(), None),
-                Seen::Absent => return Err(Problem::event_not_found(event_id)),
+                Seen::Absent => return Err(Error::NotFound(event_id.to_string())),
             }
         };
         let q = AuditQuery {
@@ -604,26 +593,15 @@ fn read_audit(
     AuditEntry::new(grant.tenant(), grant.key_id(), action, ids, detail)
 }
 
-/// The answer to a request the writer could not carry out durably: 503, nothing stored.
-fn storage_unavailable(e: &WriterError) -> Problem {
-    Problem::new(
-        ErrorCode::StorageUnavailable,
-        format!("the event log cannot accept writes: {e}"),
-    )
-}
-
-fn normalized(mut v: Vec<f32>, dim: usize) -> Result<Vec<f32>, Problem> {
+fn normalized(mut v: Vec<f32>, dim: usize) -> Result<Vec<f32>, Error> {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if v.len() != dim || !norm.is_finite() || norm == 0.0 {
-        return Err(Problem::new(
-            ErrorCode::ValidationFailed,
-            format!("a precomputed vector must have {dim} finite components, not all zero"),
-        ));
+        return Err(Error::BadVector { dim });
     }
     v.iter_mut().for_each(|x| *x /= norm);
     Ok(v)
 }
 
-fn writer_gone() -> Problem {
-    Problem::new(ErrorCode::StorageUnavailable, "the writer has stopped")
+fn writer_gone() -> Error {
+    Error::WriterStopped
 }

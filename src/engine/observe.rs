@@ -1,21 +1,21 @@
-//! Observing a raw interaction: validate, prepare (mask), embed once, classify, and write the
+//! Observing a raw interaction: prepare (mask), embed once, classify, and write the
 //! candidate through the ordinary write path.
 //!
 //! Invariants: this is the one pipeline behind `POST /v1/observe`, the MCP
-//! `observe_interaction` tool and the scenario eval; the summary is embedded exactly once and
-//! that vector is both the classifier's input and the stored event's; a candidate is written
-//! only through [`Engine::write_embedded`] (validation, policy, durability, audit); the
-//! observer is built off the async threads.
+//! `observe_interaction` tool and the scenario eval; the interaction arrives typed (the edge
+//! parsed and validated it); the summary is embedded exactly once and that vector is both
+//! the classifier's input and the stored event's; a candidate is a typed [`EventInput`]
+//! that meets the write's validation rules ([`check_derived`]) and is written only through
+//! [`Engine::write_embedded`] (policy, durability, audit); the observer is built off the
+//! async threads.
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use super::{Engine, WriteOutcome};
+use super::{Engine, Error, WriteOutcome};
 use crate::auth::TenantGrant;
-use crate::error::{ErrorCode, Problem};
-use crate::model::Timestamp;
-use crate::observe::{candidate_body, parse_interaction, prepare, Classification, Observer};
+use crate::model::validate::check_derived;
+use crate::model::{EventInput, Timestamp};
+use crate::observe::{candidate_input, prepare, Classification, Interaction, Observer};
 
 /// What observing one interaction did.
 #[derive(Debug)]
@@ -24,20 +24,23 @@ pub struct Observation {
     pub summary: String,
     /// The classifier's judgement.
     pub classification: Classification,
-    /// The candidate write body, when the observer did not ignore the interaction.
-    pub candidate: Option<Value>,
+    /// The candidate event, when the observer did not ignore the interaction.
+    pub candidate: Option<EventInput>,
     /// The write's result, when a candidate was written.
-    pub written: Option<Result<WriteOutcome, Problem>>,
+    pub written: Option<Result<WriteOutcome, Error>>,
 }
 
 impl Engine {
-    /// Observes one interaction body for a caller already granted `writer`. Errors are the
-    /// body's validation problems and engine failures; a refused candidate write is
-    /// `Ok` with `written: Some(Err(..))`, so the caller still sees the classification.
-    pub async fn observe(&self, grant: &TenantGrant, body: &Value) -> Result<Observation, Problem> {
+    /// Observes one interaction for a caller already granted `writer`. Errors are engine
+    /// failures; a refused candidate write is `Ok` with `written: Some(Err(..))`, so the
+    /// caller still sees the classification.
+    pub async fn observe(
+        &self,
+        grant: &TenantGrant,
+        interaction: &Interaction,
+    ) -> Result<Observation, Error> {
         let now = Timestamp::now();
         let limits = &self.config.limits;
-        let interaction = parse_interaction(body, limits, now).map_err(Problem::validation)?;
         let prepared = prepare(&interaction.text, limits.max_summary_bytes);
         let observer = self.observer().await?;
         let vector = self.embed_one(prepared.summary.clone()).await?;
@@ -50,8 +53,14 @@ impl Engine {
                 written: None,
             });
         }
-        let candidate = candidate_body(&interaction, &prepared, &classification, now);
-        let written = self.write_embedded(grant, &candidate, vector, false).await;
+        let candidate = candidate_input(interaction, &prepared, &classification, now);
+        let written = match check_derived(&candidate, limits) {
+            Ok(()) => {
+                self.write_embedded(grant, candidate.clone(), vector, false)
+                    .await
+            }
+            Err(invalid) => Err(invalid.into()),
+        };
         Ok(Observation {
             summary: prepared.summary,
             classification,
@@ -61,14 +70,14 @@ impl Engine {
     }
 
     /// The cached observer for this engine's model, built on first use.
-    async fn observer(&self) -> Result<Arc<Observer>, Problem> {
+    async fn observer(&self) -> Result<Arc<Observer>, Error> {
         let embedder = self.embedder();
         if let Some(found) = Observer::cached(embedder.model_id()) {
             return Ok(found);
         }
         tokio::task::spawn_blocking(move || Observer::shared(embedder.as_ref()))
             .await
-            .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
-            .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .map_err(|e| Error::Internal(e.to_string()))
     }
 }

@@ -1,24 +1,23 @@
-//! The write path of the engine's handle: validate, check the tenant and actor, resolve
-//! namespaced ids, decide under the write policy, answer an idempotent retry from the table,
-//! embed, and hand the event to the writer thread.
+//! The write path of the engine's handle: check the actor, resolve namespaced ids, decide
+//! under the write policy, answer an idempotent retry from the table, embed, and hand the
+//! event to the writer thread.
 //!
-//! Invariants: nothing reaches the writer that failed validation or that the policy denies
-//! (a denial is audited as `deny` and answered 422); the tenant comes from the grant, never
-//! from the body; an idempotent retry found here is answered without embedding, and the
+//! Invariants: the input is typed ([`EventInput`]): an edge parsed and validated it once
+//! (`model::validate`), and checked any `tenantId` it carried against the key's; nothing
+//! reaches the writer that the policy denies (a denial is audited as `deny`); the tenant
+//! comes from the grant, never from the input; an idempotent retry found here is answered without embedding, and the
 //! writer checks again, serially, for one racing its original; a deleted event's id is
 //! never reused.
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use super::writer::{Command, PendingPut, PutReply};
-use super::{normalized, read_audit, storage_unavailable, writer_gone, Engine};
+use super::writer::{Command, Conflict, PendingPut, PutReply};
+use super::{normalized, read_audit, writer_gone, Engine, Error};
 use crate::audit::AuditAction;
 use crate::auth::TenantGrant;
-use crate::error::{ErrorCode, Problem};
-use crate::model::validate::validate_event;
-use crate::model::{Decision, StoredEvent, Timestamp};
+use crate::error::{FieldError, Invalid};
+use crate::model::{Decision, EventInput, StoredEvent, Timestamp};
 use crate::read::Lookup;
 
 /// The result of an accepted write.
@@ -32,20 +31,20 @@ pub struct WriteOutcome {
     pub retried: bool,
 }
 
-fn hash_input(input: &crate::model::EventInput) -> String {
+fn hash_input(input: &EventInput) -> String {
     let bytes = serde_json::to_vec(input).unwrap_or_default();
     hex::encode(Sha256::digest(bytes))
 }
 
 impl Engine {
-    /// Validates, decides, embeds and durably stores one event.
+    /// Decides, embeds and durably stores one validated event.
     pub async fn write(
         &self,
         grant: &TenantGrant,
-        body: &Value,
+        input: EventInput,
         wait_for: bool,
-    ) -> Result<WriteOutcome, Problem> {
-        self.write_inner(grant, body, wait_for, None).await
+    ) -> Result<WriteOutcome, Error> {
+        self.write_inner(grant, input, wait_for, None).await
     }
 
     /// Like [`Engine::write`] with a precomputed summary embedding (bulk loads, benchmarks).
@@ -53,39 +52,34 @@ impl Engine {
     pub async fn write_embedded(
         &self,
         grant: &TenantGrant,
-        body: &Value,
+        input: EventInput,
         vector: Vec<f32>,
         wait_for: bool,
-    ) -> Result<WriteOutcome, Problem> {
-        self.write_inner(grant, body, wait_for, Some(vector)).await
+    ) -> Result<WriteOutcome, Error> {
+        self.write_inner(grant, input, wait_for, Some(vector)).await
     }
 
     async fn write_inner(
         &self,
         grant: &TenantGrant,
-        body: &Value,
+        mut input: EventInput,
         wait_for: bool,
         vector: Option<Vec<f32>>,
-    ) -> Result<WriteOutcome, Problem> {
+    ) -> Result<WriteOutcome, Error> {
         let now = Timestamp::now();
-        let mut input =
-            validate_event(body, &self.config.limits, now).map_err(Problem::validation)?;
-        check_body_tenant(grant, body)?;
         if !grant.allows_actor(&input.actor_id) {
-            return Err(Problem::new(
-                ErrorCode::Forbidden,
-                format!("this key may not act for actor {}", input.actor_id),
-            ));
+            return Err(Error::ActorNotAllowed(input.actor_id));
         }
         if let Some(chosen) = input.event_id.take() {
             if !grant.is_internal() && chosen.contains(crate::read::NAMESPACE_MARK) {
-                return Err(Problem::validation(vec![crate::error::FieldError::new(
+                return Err(Invalid(vec![FieldError::new(
                     "eventId",
                     format!(
                         "must not contain `{}` (it marks ids namespaced by key)",
                         crate::read::NAMESPACE_MARK
                     ),
-                )]));
+                )])
+                .into());
             }
             let class = input.privacy_class;
             input.event_id = Some(crate::read::stored_id(
@@ -98,12 +92,8 @@ impl Engine {
         self.resolve_targets(grant, &mut input.supersedes_event_ids);
         let decision = self.config.policy.decide(&input, grant.tenant(), now);
         crate::telemetry::policy_decision(decision.outcome());
-        if let Decision::Deny { reason } = &decision {
-            let detail = format!(
-                "write policy {} denied the event: {reason}",
-                self.config.policy.version
-            );
-            let decision_json = serde_json::to_value(&decision).unwrap_or(Value::Null);
+        if let Decision::Deny { .. } = &decision {
+            let decision_json = serde_json::to_value(&decision).unwrap_or_default();
             let audit_detail = serde_json::json!({
                 "decision": decision_json,
                 "policyVersion": self.config.policy.version,
@@ -111,9 +101,10 @@ impl Engine {
             });
             let ids = input.event_id.iter().cloned().collect();
             self.audit(read_audit(grant, AuditAction::Deny, ids, audit_detail));
-            return Err(
-                Problem::new(ErrorCode::PolicyDenied, detail).with_extra("decision", decision_json)
-            );
+            return Err(Error::Denied {
+                policy_version: self.config.policy.version.clone(),
+                decision,
+            });
         }
         let input_hash = hash_input(&input);
         if let Some(done) = self.retry_without_embedding(grant, &input, &input_hash)? {
@@ -145,23 +136,20 @@ impl Engine {
     fn retry_without_embedding(
         &self,
         grant: &TenantGrant,
-        input: &crate::model::EventInput,
+        input: &EventInput,
         hash: &str,
-    ) -> Result<Option<WriteOutcome>, Problem> {
+    ) -> Result<Option<WriteOutcome>, Error> {
         let Some(id) = &input.event_id else {
             return Ok(None);
         };
         let table = self.shared.table.read();
         let entry = match table.lookup(grant.tenant(), id) {
             Lookup::Missing => return Ok(None),
-            Lookup::Deleted(_) => return Err(deleted_conflict(id)),
+            Lookup::Deleted(_) => return Err(Conflict::Deleted(id.clone()).into()),
             Lookup::Live(entry) => entry,
         };
         if entry.input_hash != hash {
-            return Err(Problem::new(
-                ErrorCode::Conflict,
-                format!("event {id} already exists with different content"),
-            ));
+            return Err(Conflict::Exists(id.clone()).into());
         }
         let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
         self.audit(read_audit(
@@ -178,7 +166,7 @@ impl Engine {
         }))
     }
 
-    async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Problem> {
+    async fn send_put(&self, pending: PendingPut) -> Result<WriteOutcome, Error> {
         let grant = pending.grant.clone();
         let (tx, rx) = oneshot::channel();
         let _queued = crate::telemetry::QueueGuard::enter();
@@ -196,9 +184,9 @@ impl Engine {
                 decision,
                 retried: true,
             }),
-            PutReply::NotFound(id) => Err(Problem::event_not_found(&id)),
-            PutReply::Conflict(msg) => Err(Problem::new(ErrorCode::Conflict, msg)),
-            PutReply::Unavailable(e) => Err(storage_unavailable(&e)),
+            PutReply::NotFound(id) => Err(Error::NotFound(id)),
+            PutReply::Conflict(c) => Err(c.into()),
+            PutReply::Unavailable(e) => Err(Error::Storage(e)),
         }
     }
 
@@ -212,24 +200,5 @@ impl Engine {
                 id.clone_from(&e.event.event_id);
             }
         }
-    }
-}
-
-/// A client id that names a deleted event is never reused.
-pub(crate) fn deleted_conflict(id: &str) -> Problem {
-    Problem::new(
-        ErrorCode::Conflict,
-        format!("event {id} was deleted; its id cannot be reused"),
-    )
-}
-
-fn check_body_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
-    match body.get("tenantId") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(t)) if t == grant.tenant() => Ok(()),
-        Some(_) => Err(Problem::new(
-            ErrorCode::TenantMismatch,
-            "tenantId in the body differs from the key's tenant",
-        )),
     }
 }

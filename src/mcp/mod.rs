@@ -34,7 +34,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
 use crate::auth::{KeyStore, Principal};
 use crate::engine::Engine;
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
+use crate::wire::Problem;
 
 pub use tools::TOOL_NAMES;
 
@@ -96,7 +97,7 @@ impl EpisodicMcp {
 
     fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, Problem> {
         match &self.caller {
-            Caller::Key(key) => self.state.keys.authenticate(key),
+            Caller::Key(key) => self.state.keys.authenticate(key).map_err(Problem::from),
             Caller::HttpRequest => context
                 .extensions
                 .get::<Parts>()

@@ -12,10 +12,10 @@ use serde_json::{json, Map, Value};
 
 use super::McpState;
 use crate::auth::{roles, Principal};
-use crate::error::{FieldError, Problem};
+use crate::error::FieldError;
 use crate::model::{EventInput, Timestamp};
 use crate::retrieve::{RecallRequest, TimelineQuery};
-use crate::wire::{observe_interaction, write_body};
+use crate::wire::{event_input, observe_interaction, write_body, Problem};
 
 /// Every tool's name, in listing order.
 pub const TOOL_NAMES: [&str; 8] = [
@@ -113,13 +113,17 @@ pub async fn call(
     match tool {
         Tool::RecordEvent => {
             let grant = principal.grant(roles::WRITER)?;
-            let outcome = state.engine()?.write(&grant, args, false).await?;
+            let engine = state.engine()?;
+            let input = event_input(engine, &grant, args)?;
+            let outcome = engine.write(&grant, input, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
         Tool::CorrectEvent => {
             let grant = principal.grant(roles::WRITER)?;
             require_supersedes(args)?;
-            let outcome = state.engine()?.write(&grant, args, false).await?;
+            let engine = state.engine()?;
+            let input = event_input(engine, &grant, args)?;
+            let outcome = engine.write(&grant, input, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
         Tool::ObserveInteraction => {

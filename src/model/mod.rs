@@ -5,6 +5,7 @@
 
 pub mod event;
 pub mod ident;
+pub mod request;
 pub mod schema;
 pub mod time;
 pub mod validate;

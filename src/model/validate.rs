@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::event::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust};
 use super::time::Timestamp;
-use crate::error::FieldError;
+use crate::error::{FieldError, Invalid};
 
 /// The seed's six event types, the default registry.
 pub const DEFAULT_EVENT_TYPES: [&str; 6] = [
@@ -107,15 +107,13 @@ impl<'a> Reader<'a> {
     }
 
     fn check_text(&mut self, key: &str, s: String, max: usize) -> Option<String> {
-        if s.trim().is_empty() {
-            self.fail(key, "must not be empty");
-            return None;
+        match text_error(&s, max) {
+            Some(message) => {
+                self.fail(key, message);
+                None
+            }
+            None => Some(s),
         }
-        if s.len() > max {
-            self.fail(key, format!("must be at most {max} bytes"));
-            return None;
-        }
-        Some(s)
     }
 
     /// An id: the shared identifier rule, bounded by `max` bytes after normalization.
@@ -309,17 +307,51 @@ fn read_tenant_id(r: &mut Reader<'_>, limits: &Limits) {
 
 fn read_event_type(r: &mut Reader<'_>, limits: &Limits) -> Option<String> {
     let t = r.req_str("eventType")?;
-    if limits.event_types.iter().any(|known| known == &t) {
-        return Some(t);
+    match event_type_error(&t, limits) {
+        Some(message) => {
+            r.fail("eventType", message);
+            None
+        }
+        None => Some(t),
     }
-    r.fail(
-        "eventType",
-        format!(
-            "must be a registered event type: {}",
-            limits.event_types.join(", ")
-        ),
-    );
-    None
+}
+
+/// What is wrong with a free text field (`summary`), if anything.
+fn text_error(s: &str, max: usize) -> Option<String> {
+    if s.trim().is_empty() {
+        return Some("must not be empty".to_string());
+    }
+    (s.len() > max).then(|| format!("must be at most {max} bytes"))
+}
+
+/// What is wrong with an event type, if anything: it must be registered.
+fn event_type_error(t: &str, limits: &Limits) -> Option<String> {
+    if limits.event_types.iter().any(|known| known == t) {
+        return None;
+    }
+    Some(format!(
+        "must be a registered event type: {}",
+        limits.event_types.join(", ")
+    ))
+}
+
+/// The write rules a server-built event can break although its parts were validated where
+/// they came from: an observed candidate takes its ids, times and refs from a validated
+/// interaction (same identifier rule), but its summary is the masked, bounded text and its
+/// type the classifier's, so those two are checked here, as a body's would be.
+pub fn check_derived(input: &EventInput, limits: &Limits) -> Result<(), Invalid> {
+    let mut errors = Vec::new();
+    if let Some(message) = event_type_error(&input.event_type, limits) {
+        errors.push(FieldError::new("eventType", message));
+    }
+    if let Some(message) = text_error(&input.summary, limits.max_summary_bytes) {
+        errors.push(FieldError::new("summary", message));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Invalid(errors))
+    }
 }
 
 fn read_occurred_at(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Timestamp> {

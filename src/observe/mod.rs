@@ -3,12 +3,13 @@
 //!
 //! Pipeline: [`parse_interaction`] (validation) → [`prepare`] (privacy signals, card
 //! masking, bounded summary) → embed the summary once → [`Observer::classify`] (rules +
-//! prototype similarity) → [`candidate_body`] (event type, privacy class, confidence,
-//! retention) → `Engine::write_embedded` with the same vector, so validation, policy,
-//! durability and audit are exactly those of `POST /v1/events`.
+//! prototype similarity) → [`candidate_input`] (event type, privacy class, confidence,
+//! retention; typed, never a JSON body parsed again) → `model::validate::check_derived` →
+//! `Engine::write_embedded` with the same vector, so policy, durability and audit are
+//! exactly those of `POST /v1/events`, and the candidate meets its validation rules.
 //!
 //! Invariants:
-//! - the observer never stores anything itself: it only proposes an event body;
+//! - the observer never stores anything itself: it only proposes an event;
 //! - privacy detection and the rule layer are pure; only [`Observer::classify`] needs
 //!   vectors, and those come from whatever [`Embedder`] the engine runs;
 //! - prototypes are embedded once per model id and cached for the process
@@ -43,7 +44,7 @@ pub use request::{parse_interaction, Interaction};
 
 use crate::credentials::{self, CredentialKind};
 use crate::embed::{EmbedError, Embedder};
-use crate::model::{Confidence, PrivacyClass, Timestamp};
+use crate::model::{Confidence, EventInput, PrivacyClass, Retention, Timestamp};
 
 /// How long a sensitive candidate is kept.
 pub const SENSITIVE_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -198,41 +199,47 @@ fn confidence(lex: &classify::Lexical, verdict: &Verdict) -> Confidence {
     }
 }
 
-/// The `POST /v1/events` body for a stored candidate.
-pub fn candidate_body(
+/// The event proposed for an interaction the observer keeps, typed as a write's input: the
+/// interaction's validated fields, the prepared summary and the classification's type, class
+/// and confidence. [`crate::model::validate::check_derived`] checks what the interaction's own validation did not.
+pub fn candidate_input(
     interaction: &Interaction,
     prepared: &Prepared,
     c: &Classification,
     now: Timestamp,
-) -> Value {
-    let mut retention = json!({"deleteOnRequest": true});
-    if c.privacy_class == PrivacyClass::Sensitive {
-        let base = interaction.occurred_at.max(now);
-        retention["expiresAt"] = json!(base.plus_millis(SENSITIVE_RETENTION_MS));
-    }
-    let mut body = json!({
-        "eventType": c.verdict.event_type,
-        "occurredAt": interaction.occurred_at,
-        "actorId": interaction.actor_id,
-        "resourceRefs": interaction.resource_refs,
-        "summary": prepared.summary,
-        "sourceRefs": interaction.source_refs,
-        "sourceTrust": interaction.source_trust,
-        "confidence": c.confidence,
-        "privacyClass": c.privacy_class,
-        "retention": retention,
+) -> EventInput {
+    let expires_at = (c.privacy_class == PrivacyClass::Sensitive).then(|| {
+        interaction
+            .occurred_at
+            .max(now)
+            .plus_millis(SENSITIVE_RETENTION_MS)
     });
-    if let Some(p) = &interaction.project_id {
-        body["projectId"] = json!(p);
+    EventInput {
+        event_id: None,
+        event_type: c.verdict.event_type.to_string(),
+        occurred_at: interaction.occurred_at,
+        actor_id: interaction.actor_id.clone(),
+        project_id: interaction.project_id.clone(),
+        resource_refs: interaction.resource_refs.clone(),
+        summary: prepared.summary.clone(),
+        source_refs: interaction.source_refs.clone(),
+        source_trust: interaction.source_trust,
+        confidence: c.confidence,
+        privacy_class: c.privacy_class,
+        retention: Retention {
+            expires_at,
+            delete_on_request: true,
+        },
+        supersedes_event_ids: Vec::new(),
+        correction_path: None,
     }
-    body
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::embed::HashingEmbedder;
-    use crate::model::validate::{validate_event, Limits};
+    use crate::model::validate::{check_derived, validate_event, Limits};
     use crate::model::SourceTrust;
 
     fn interaction(text: &str) -> Interaction {
@@ -265,11 +272,16 @@ mod tests {
         assert_eq!(c.verdict.ignore, None);
         assert_eq!(c.privacy_class, PrivacyClass::Sensitive);
         let now = Timestamp::parse("2026-07-01T00:00:00Z").expect("t");
-        let body = candidate_body(&i, &p, &c, now);
-        assert_eq!(body["retention"]["expiresAt"], "2026-07-31T00:00:00Z");
-        assert_eq!(body["projectId"], "p1");
-        let input = validate_event(&body, &Limits::default(), now).expect("valid event");
+        let input = candidate_input(&i, &p, &c, now);
+        let expiry = Timestamp::parse("2026-07-31T00:00:00Z").expect("t");
+        assert_eq!(input.retention.expires_at, Some(expiry));
+        assert_eq!(input.project_id.as_deref(), Some("p1"));
         assert_eq!(input.event_type, "user_preference_stated");
+        check_derived(&input, &Limits::default()).expect("meets the write rules");
+        // The same event sent as a body passes the write's validation unchanged.
+        let body = serde_json::to_value(&input).expect("json");
+        let parsed = validate_event(&body, &Limits::default(), now).expect("valid event");
+        assert_eq!(parsed, input);
     }
 
     #[test]

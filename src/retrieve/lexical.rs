@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::scope::index_error;
+use super::scope::{index_error, SearchError};
 use super::score::RankCtx;
-use crate::error::Problem;
 use crate::index::scope::{best_hits, ScopeFilter};
 use crate::read::{Head, Snapshot};
 
@@ -32,7 +31,7 @@ impl<'a> Bm25<'a> {
     }
 
     /// Every committed match, `(doc, score)` in no particular order.
-    pub(super) fn all(&self) -> Result<&[(u32, f32)], Problem> {
+    pub(super) fn all(&self) -> Result<&[(u32, f32)], SearchError> {
         if let Some(hits) = self.hits.get() {
             return Ok(hits);
         }
@@ -45,14 +44,14 @@ impl<'a> Bm25<'a> {
     }
 
     /// The `k` best matches, best first.
-    pub(super) fn best(&self, k: usize) -> Result<Vec<(u32, f32)>, Problem> {
+    pub(super) fn best(&self, k: usize) -> Result<Vec<(u32, f32)>, SearchError> {
         Ok(best_hits(self.all()?.to_vec(), k))
     }
 }
 
 /// BM25 of each event of `set` for the query text, restricted to the scope (0 for events not
 /// matching any term and for events newer than the last scope-index refresh).
-pub(super) fn lexical_scores(ctx: &RankCtx<'_>, set: &[Head]) -> Result<Vec<f32>, Problem> {
+pub(super) fn lexical_scores(ctx: &RankCtx<'_>, set: &[Head]) -> Result<Vec<f32>, SearchError> {
     let mut out = vec![0.0; set.len()];
     if ctx.rank.lexical_share <= 0.0 || set.is_empty() {
         return Ok(out);

@@ -28,7 +28,6 @@ mod lexical;
 mod partition;
 mod plan;
 mod query;
-mod request;
 mod respond;
 mod scope;
 mod score;
@@ -37,19 +36,18 @@ mod timeline;
 
 use std::time::Instant;
 
+pub use crate::model::request::{Cursor, RecallRequest, Scope, TimelineQuery};
 pub use crate::read::words::QueryWords;
 pub use codes::CODE_MIN_CANDIDATES;
 pub use config::RecallConfig;
 pub use partition::PARTITION_PROBE_MAX_MEMBERS;
 pub use plan::VectorPath;
 pub use query::QueryRead;
-pub use request::{Cursor, RecallRequest, Scope, TimelineQuery};
 pub use respond::{Hit, RecallResponse, RecallStats};
-pub use scope::{candidates, scope_filter};
+pub use scope::{candidates, scope_filter, SearchError};
 pub use timeline::{timeline, TimelinePage};
 
 use crate::auth::TenantGrant;
-use crate::error::Problem;
 use crate::model::Timestamp;
 use crate::rank::RankConfig;
 use crate::read::{Access, Snapshot, Visibility};
@@ -79,7 +77,7 @@ pub fn recall(
     rank: &RankConfig,
     grant: &TenantGrant,
     req: &RecallRequest,
-) -> Result<RecallResponse, Problem> {
+) -> Result<RecallResponse, SearchError> {
     let Reading {
         snap,
         now,

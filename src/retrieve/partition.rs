@@ -7,8 +7,7 @@ use rayon::prelude::*;
 use super::config::RecallConfig;
 use super::lexical::Bm25;
 use super::plan::KnownBounds;
-use super::scope::{index_error, InScope};
-use crate::error::Problem;
+use super::scope::{index_error, InScope, SearchError};
 use crate::index::vector::{block_bounds, Partition, QueryCode};
 use crate::read::{Access, Head, Partitioned, Snapshot, Table, View, Visibility};
 
@@ -44,7 +43,7 @@ pub(super) fn partition_scope(
     (query, lexical): (&[f32], Option<&Bm25<'_>>),
     vis: &Visibility,
     k: usize,
-) -> Result<Option<(Vec<Head>, KnownBounds)>, Problem> {
+) -> Result<Option<(Vec<Head>, KnownBounds)>, SearchError> {
     if !cfg.partitioned || k == 0 {
         return Ok(None);
     }
@@ -146,7 +145,7 @@ pub(super) fn broad_count(
     snap: &Snapshot<'_>,
     in_scope: &InScope<'_>,
     exact_max: usize,
-) -> Result<Option<usize>, Problem> {
+) -> Result<Option<usize>, SearchError> {
     let filter = in_scope.filter;
     let count = match snap.scope.count_bounds(filter) {
         Some((_, upper)) if upper <= exact_max => return Ok(None),

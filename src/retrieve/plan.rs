@@ -22,9 +22,8 @@ use serde::Serialize;
 use super::config::RecallConfig;
 use super::lexical::Bm25;
 use super::partition::partition_scope;
-use super::scope::{visible, InScope};
+use super::scope::{visible, InScope, SearchError};
 use super::stale::apply_staleness;
-use crate::error::Problem;
 use crate::index::vector::IdSet;
 use crate::rank::RankConfig;
 use crate::read::{Access, Head, Snapshot, Visibility};
@@ -102,7 +101,7 @@ impl Plan {
 }
 
 /// Chooses the candidate source and gathers its candidates (see the module docs).
-pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, Problem> {
+pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, SearchError> {
     let exact = |heads, stale| Plan {
         path: VectorPath::Exact,
         heads,
@@ -131,7 +130,7 @@ pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, Problem> {
 
 /// The partition source's candidates, or `None` when it does not apply or, after stale
 /// suppression, holds fewer than k (only the exact path can then tell whether k exist).
-fn partitioned(p: &Planning<'_>, access: &Access) -> Result<Option<Plan>, Problem> {
+fn partitioned(p: &Planning<'_>, access: &Access) -> Result<Option<Plan>, SearchError> {
     let lexical = (p.rank.lexical_share > 0.0).then_some(p.bm25);
     let found = partition_scope(
         p.snap,
@@ -169,7 +168,7 @@ fn broad_for_hnsw(p: &Planning<'_>, n: usize) -> bool {
 /// Filtered HNSW's nearest candidates plus the scope's best BM25 matches, or `None` when HNSW
 /// returns too few (every candidate is then scored). Approximate: HNSW may miss a true
 /// neighbour.
-fn hnsw_set(p: &Planning<'_>, heads: &[Head]) -> Result<Option<Vec<Head>>, Problem> {
+fn hnsw_set(p: &Planning<'_>, heads: &[Head]) -> Result<Option<Vec<Head>>, SearchError> {
     debug_assert!(
         heads.windows(2).all(|w| w[0].doc < w[1].doc),
         "candidates sorted by id"

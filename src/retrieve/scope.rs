@@ -10,9 +10,8 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-use super::request::Scope;
-use crate::error::{ErrorCode, Problem};
 use crate::index::scope::{matches, ScopeFilter};
+use crate::model::request::Scope;
 use crate::model::Timestamp;
 use crate::read::{Access, Head, HeadFilter, Snapshot, Table, View, Visibility};
 
@@ -29,15 +28,17 @@ pub fn scope_filter(tenant: &str, scope: &Scope) -> ScopeFilter {
     }
 }
 
-pub(super) fn index_error(e: impl std::fmt::Display) -> Problem {
-    Problem::new(
-        ErrorCode::Internal,
-        format!("scope index search failed: {e}"),
-    )
+/// The scope index failed a search (a recall or timeline answers 500 `internal`).
+#[derive(Debug, thiserror::Error)]
+#[error("scope index search failed: {0}")]
+pub struct SearchError(String);
+
+pub(super) fn index_error(e: impl std::fmt::Display) -> SearchError {
+    SearchError(e.to_string())
 }
 
 /// In-scope internal ids: committed ones from tantivy plus fresh ones matched in memory.
-pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>, Problem> {
+pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>, SearchError> {
     let table: &Table = &snap.table;
     if !table.may_match(filter) {
         return Ok(Vec::new());
@@ -61,7 +62,7 @@ pub(super) fn committed(
     snap: &Snapshot<'_>,
     filter: &ScopeFilter,
     heads: Option<&HeadFilter>,
-) -> Result<Vec<u32>, Problem> {
+) -> Result<Vec<u32>, SearchError> {
     let narrowed = heads.and_then(|h| Some((h, snap.scope.narrowest(filter)?)));
     let Some((heads, narrowest)) = narrowed else {
         return snap.scope.search(filter).map_err(index_error);
@@ -104,7 +105,7 @@ impl<'a> InScope<'a> {
         }
     }
 
-    pub(super) fn ids(&self) -> Result<&[u32], Problem> {
+    pub(super) fn ids(&self) -> Result<&[u32], SearchError> {
         if let Some(ids) = self.ids.get() {
             return Ok(ids);
         }

@@ -9,7 +9,7 @@ use super::codes::{bounded_code, bounds_of, rescore, survivors};
 use super::episodes::Episodes;
 use super::lexical::{lexical_scores, Bm25};
 use super::query::QueryRead;
-use crate::error::Problem;
+use super::scope::SearchError;
 use crate::index::vector::{exact_scores, top_k};
 use crate::rank::dates::{named_dates, on_any};
 use crate::rank::{Prior, RankConfig, Signals};
@@ -51,7 +51,11 @@ pub(super) const GATHER_CHUNK: usize = 4096;
 /// episode neighbours and their episodes' [`episode_contenders`]) are then scored from their
 /// full vectors. Either way the result is
 /// the exact top k: the same scores, computed by the same code, in the same order.
-pub(super) fn rank_set(ctx: &RankCtx<'_>, set: &[Head], k: usize) -> Result<Vec<Ranked>, Problem> {
+pub(super) fn rank_set(
+    ctx: &RankCtx<'_>,
+    set: &[Head],
+    k: usize,
+) -> Result<Vec<Ranked>, SearchError> {
     if set.is_empty() {
         return Ok(Vec::new());
     }

@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::request::{Cursor, TimelineQuery};
-use super::scope::{candidates, scope_filter, visible};
+use super::scope::{candidates, scope_filter, visible, SearchError};
 use crate::auth::TenantGrant;
-use crate::error::Problem;
+use crate::model::request::{Cursor, TimelineQuery};
 use crate::model::{StoredEvent, Timestamp};
 use crate::read::{Access, Entry, Snapshot, Table, Visibility, Visible};
 
@@ -27,7 +26,7 @@ pub fn timeline(
     snap: &Snapshot<'_>,
     grant: &TenantGrant,
     q: &TimelineQuery,
-) -> Result<TimelinePage, Problem> {
+) -> Result<TimelinePage, SearchError> {
     let filter = scope_filter(grant.tenant(), &q.scope);
     let ids = candidates(snap, &filter)?;
     let vis = Visibility {

@@ -201,7 +201,7 @@ async fn coded_bounds_return_the_exact_top_k() {
         for i in 0..EVENTS {
             let b = body(&mut rng, i);
             let v = vector(&mut rng, &centers, &written);
-            e.write_embedded(&grant, &b, v.clone(), false)
+            e.write_embedded(&grant, crate::common::input(&b), v.clone(), false)
                 .await
                 .expect("write");
             written.push(v);

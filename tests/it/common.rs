@@ -210,6 +210,14 @@ impl App {
 }
 
 /// A valid event body; override fields with `with`.
+/// A write body parsed as the API would before handing it to the engine (default limits;
+/// panics on a body the test meant to be valid).
+pub fn input(body: &Value) -> episodic::model::EventInput {
+    let limits = episodic::model::validate::Limits::default();
+    episodic::model::validate::validate_event(body, &limits, episodic::model::Timestamp::now())
+        .unwrap_or_else(|errors| panic!("invalid test event: {errors:?}"))
+}
+
 pub fn event(actor: &str, summary: &str, occurred_at: &str) -> Value {
     json!({
         "eventType": "user_preference_stated",

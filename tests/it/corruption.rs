@@ -80,7 +80,7 @@ fn written(n: usize) -> tempfile::TempDir {
         let mut body = event(&format!("actor-{i}"), &summary, "2026-01-01T00:00:00Z");
         body["eventId"] = json!(id(i));
         body["occurredAt"] = json!(format!("2026-01-01T00:{i:02}:00Z"));
-        rt.block_on(engine.write(&grant(), &body, false))
+        rt.block_on(engine.write(&grant(), crate::common::input(&body), false))
             .expect("write");
     }
     rt.block_on(engine.shutdown());
@@ -263,7 +263,7 @@ fn torn_unacknowledged_log_tail_keeps_exactly_the_complete_records() {
             "2026-01-02T00:00:00Z",
         );
         body["eventId"] = json!(id(complete));
-        rt.block_on(engine.write(&g, &body, false))
+        rt.block_on(engine.write(&g, crate::common::input(&body), false))
             .unwrap_or_else(|e| panic!("cut {cut}: write after recovery: {e:?}"));
         rt.block_on(engine.shutdown());
         let engine = open(dir.path()).expect("no panic").expect("reopens");
@@ -439,7 +439,7 @@ fn torn_unacknowledged_audit_tail_is_cut_and_the_trail_completed() {
         // The trail continues: the next audited action lands after the cut.
         let mut body = event("actor-y", "after a torn audit tail", "2026-01-02T00:00:00Z");
         body["eventId"] = json!("after-audit-cut");
-        rt.block_on(engine.write(&grant(), &body, false))
+        rt.block_on(engine.write(&grant(), crate::common::input(&body), false))
             .expect("write");
         assert_eq!(audit_entries(&engine, &rt), EVENTS + 3, "audit cut {cut}");
         rt.block_on(engine.shutdown());

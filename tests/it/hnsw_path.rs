@@ -72,10 +72,10 @@ async fn recall_is_exact_by_default_and_hnsw_only_when_opted_in() {
         });
         let v = vector(&mut rng, &centers);
         exact
-            .write_embedded(&grant, &body, v.clone(), false)
+            .write_embedded(&grant, crate::common::input(&body), v.clone(), false)
             .await
             .expect("write");
-        hnsw.write_embedded(&grant, &body, v.clone(), false)
+        hnsw.write_embedded(&grant, crate::common::input(&body), v.clone(), false)
             .await
             .expect("write");
         written.push((format!("event {i}"), v, actor));
@@ -141,9 +141,14 @@ async fn turning_approximate_recall_off_removes_the_graph_and_on_rebuilds_it() {
             "sourceTrust": "tool_result", "confidence": "medium", "privacyClass": "internal",
             "retention": {"deleteOnRequest": true}
         });
-        on.write_embedded(&grant, &body, vector(&mut rng, &centers), false)
-            .await
-            .expect("write");
+        on.write_embedded(
+            &grant,
+            crate::common::input(&body),
+            vector(&mut rng, &centers),
+            false,
+        )
+        .await
+        .expect("write");
     }
     assert_eq!(on.stats().hnsw_len, 30);
     on.shutdown().await;

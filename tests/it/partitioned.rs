@@ -159,9 +159,14 @@ async fn corpus_of(
         let centre = rng.gen_range(0..centres.len());
         let vector = near(rng, &centres[centre]);
         let grant = TenantGrant::internal(tenant, "test");
-        e.write_embedded(&grant, &body(i, &actor), vector.clone(), false)
-            .await
-            .expect("write");
+        e.write_embedded(
+            &grant,
+            crate::common::input(&body(i, &actor)),
+            vector.clone(),
+            false,
+        )
+        .await
+        .expect("write");
         written.push(Written {
             tenant,
             actor,
@@ -231,7 +236,12 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
     // An event written after the build is found; once deleted, it is gone.
     let fresh = near(&mut rng, &centres[5]);
     let out = e
-        .write_embedded(&acme, &body(9_999, "a0"), fresh.clone(), false)
+        .write_embedded(
+            &acme,
+            crate::common::input(&body(9_999, "a0")),
+            fresh.clone(),
+            false,
+        )
         .await
         .expect("write")
         .event;
@@ -298,9 +308,14 @@ async fn with_bm25_in_the_ranking_a_partitioned_recall_also_reads_the_best_word_
     let mut zebra = body(7_777, "a2");
     zebra["summary"] = json!("a zebra crossed the loading dock");
     // Written first, so that the partition covers it (it is not in the unpartitioned tail).
-    e.write_embedded(&acme, &zebra, near(&mut rng, &centres[3]), false)
-        .await
-        .expect("write");
+    e.write_embedded(
+        &acme,
+        crate::common::input(&zebra),
+        near(&mut rng, &centres[3]),
+        false,
+    )
+    .await
+    .expect("write");
     corpus(&e, &mut rng, &centres).await;
     // The query vector points away from the zebra's lists, so no probe reads them.
     let away: Vec<f32> = centres[3].iter().map(|x| -x).collect();
@@ -362,7 +377,12 @@ async fn a_scope_narrower_than_the_probed_lists_is_read_by_id_and_stays_fresh() 
     // Written after the build (in no list): found through the index's ids; deleted: gone.
     let fresh = near(&mut rng, &centres[7]);
     let out = e
-        .write_embedded(&acme, &body(9_999, "rare"), fresh.clone(), false)
+        .write_embedded(
+            &acme,
+            crate::common::input(&body(9_999, "rare")),
+            fresh.clone(),
+            false,
+        )
         .await
         .expect("write")
         .event;
@@ -461,7 +481,7 @@ async fn members_superseded_or_deleted_after_the_build_are_read_as_they_are_now(
     let mut correction = body(10_000, "a0");
     correction["supersedesEventIds"] = json!([old_id]);
     let far = unit(old.vector.iter().map(|x| -x).collect());
-    e.write_embedded(&acme, &correction, far, false)
+    e.write_embedded(&acme, crate::common::input(&correction), far, false)
         .await
         .expect("correction");
     e.delete(&acme, &gone_id).await.expect("delete");

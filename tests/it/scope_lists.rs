@@ -72,7 +72,7 @@ async fn write(e: &Engine, rng: &mut StdRng, n: usize, written: &mut Vec<Written
         let vector: Vec<f32> = (0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let grant = TenantGrant::internal(tenant, "test");
         let out = e
-            .write_embedded(&grant, &body, vector, false)
+            .write_embedded(&grant, crate::common::input(&body), vector, false)
             .await
             .expect("write");
         written.push(Written {

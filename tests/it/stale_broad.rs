@@ -46,7 +46,12 @@ async fn a_broad_scope_leaves_out_or_marks_every_older_event_of_a_subject() {
     for month in ["06", "08"] {
         for subject in 0..SUBJECTS {
             let out = e
-                .write_embedded(&acme, &body(subject, month), unit(&mut rng), false)
+                .write_embedded(
+                    &acme,
+                    crate::common::input(&body(subject, month)),
+                    unit(&mut rng),
+                    false,
+                )
                 .await
                 .expect("write");
             if month == "08" {

@@ -1,4 +1,5 @@
-//! The crate's shape, checked from its source: no import cycle between top-level modules.
+//! The crate's shape, checked from its source: no import cycle between top-level modules,
+//! and the engine side never reaches the edges that speak wire formats.
 //!
 //! Each file under `src/` belongs to the top-level module of its first path component
 //! (`src/read/table.rs` to `read`, `src/telemetry.rs` to `telemetry`); every `crate::name`
@@ -83,8 +84,8 @@ fn find_cycle(
     None
 }
 
-#[test]
-fn top_level_modules_have_no_import_cycle() {
+/// Which top-level modules each top-level module names.
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -98,6 +99,41 @@ fn top_level_modules_have_no_import_cycle() {
         deps.extend(dependencies(&text).into_iter().filter(|d| *d != module));
     }
     assert!(graph.len() > 10, "the modules were found: {graph:?}");
+    graph
+}
+
+/// The edges: only these know JSON bodies and problems (`application/problem+json`).
+const EDGES: [&str; 5] = ["api", "mcp", "ui", "wire", "transfer"];
+
+#[test]
+fn the_engine_side_never_reaches_an_edge() {
+    let graph = module_graph();
+    let mut reached = BTreeSet::new();
+    let mut stack = vec!["engine".to_string()];
+    while let Some(m) = stack.pop() {
+        if reached.insert(m.clone()) {
+            stack.extend(graph.get(&m).into_iter().flatten().cloned());
+        }
+    }
+    for edge in EDGES {
+        assert!(
+            !reached.contains(edge),
+            "the engine reaches `{edge}` (through {reached:?})"
+        );
+    }
+    for m in [
+        "retrieve", "read", "auth", "model", "observe", "store", "index",
+    ] {
+        assert!(
+            reached.contains(m),
+            "`{m}` is on the engine side: {reached:?}"
+        );
+    }
+}
+
+#[test]
+fn top_level_modules_have_no_import_cycle() {
+    let graph = module_graph();
     let mut done = BTreeSet::new();
     for module in graph.keys() {
         let cycle = find_cycle(&graph, module, &mut Vec::new(), &mut done);

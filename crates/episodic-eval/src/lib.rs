@@ -441,6 +441,28 @@ pub struct Scored {
     pub skipped: usize,
 }
 
+/// The report of one dataset run: its counts (`C`, per dataset) and the shared parts.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetReport<C> {
+    /// `"locomo"` or `"madial-en"`.
+    pub dataset: String,
+    /// The data file or directory evaluated.
+    pub path: String,
+    /// Engine and eval settings.
+    pub config: ConfigReport,
+    /// Dataset counts.
+    pub counts: C,
+    /// Recall through the engine with its default ranking, per group (`overall`, then the
+    /// dataset's categories or users).
+    pub ranking: std::collections::BTreeMap<String, metrics::GroupReport>,
+    /// The ablation arms (with `--ablation`), in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ablation: Option<Vec<ArmReport>>,
+    /// Wall times in seconds.
+    pub wall_seconds: WallTimes,
+}
+
 /// Wall times of a run, in seconds.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -626,17 +648,18 @@ impl Harness {
             let writes = docs.iter().zip(vectors).map(|(doc, vector)| {
                 let grant = TenantGrant::internal(&doc.tenant, EVAL_ACTOR);
                 async move {
-                    self.engine
-                        .write_embedded(&grant, &doc.body, vector, false)
-                        .await
-                        .map_err(|p| {
-                            anyhow::anyhow!(
-                                "writing {}/{}: {}",
-                                doc.tenant,
-                                doc.event_id,
-                                describe(&p)
-                            )
-                        })
+                    let input = episodic::wire::event_input(&self.engine, &grant, &doc.body);
+                    let written = match input {
+                        Ok(input) => self
+                            .engine
+                            .write_embedded(&grant, input, vector, false)
+                            .await
+                            .map_err(episodic::wire::Problem::from),
+                        Err(p) => Err(p),
+                    };
+                    written.map_err(|p| {
+                        anyhow::anyhow!("writing {}/{}: {}", doc.tenant, doc.event_id, describe(&p))
+                    })
                 }
             });
             for done in futures::future::join_all(writes).await {
@@ -760,7 +783,7 @@ impl Harness {
 }
 
 /// A problem with its field errors spelled out.
-fn describe(p: &episodic::error::Problem) -> String {
+fn describe(p: &episodic::wire::Problem) -> String {
     let mut s = p.to_string();
     for e in &p.errors {
         s.push_str(&format!("; {}: {}", e.field, e.message));

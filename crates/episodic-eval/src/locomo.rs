@@ -25,10 +25,7 @@ use serde_json::{json, Value};
 use time::{Date, Month, PrimitiveDateTime, Time};
 
 use crate::metrics::{GroupReport, OVERALL};
-use crate::{
-    render_arms, score_all, secs, ArmReport, ConfigReport, Doc, EvalPartitions, Harness, Query,
-    WallTimes,
-};
+use crate::{render_arms, score_all, secs, Doc, EvalPartitions, Harness, Query, WallTimes};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [5, 10, 25, 50];
@@ -80,25 +77,7 @@ pub struct Counts {
 }
 
 /// The LoCoMo report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// `"locomo"`.
-    pub dataset: String,
-    /// The data file evaluated.
-    pub path: String,
-    /// Engine and eval settings.
-    pub config: ConfigReport,
-    /// Dataset counts.
-    pub counts: Counts,
-    /// Recall through the engine with its default ranking, per group (`overall` and category names).
-    pub ranking: BTreeMap<String, GroupReport>,
-    /// The ablation arms (with `--ablation`), in order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ablation: Option<Vec<ArmReport>>,
-    /// Wall times in seconds.
-    pub wall_seconds: WallTimes,
-}
+pub type Report = crate::DatasetReport<Counts>;
 
 impl Report {
     /// A readable table of recall (%) per group.

@@ -22,10 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::metrics::{GroupReport, OVERALL};
-use crate::{
-    render_arms, score_all, secs, ArmReport, ConfigReport, Doc, EvalPartitions, Harness, Query,
-    WallTimes,
-};
+use crate::{render_arms, score_all, secs, Doc, EvalPartitions, Harness, Query, WallTimes};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [1, 3, 5, 10];
@@ -62,25 +59,7 @@ pub struct Counts {
 }
 
 /// The MADial-Bench report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// `"madial-en"`.
-    pub dataset: String,
-    /// The data directory evaluated.
-    pub path: String,
-    /// Engine and eval settings.
-    pub config: ConfigReport,
-    /// Dataset counts.
-    pub counts: Counts,
-    /// Recall through the engine with its default ranking, per group (`overall` and `user-<id>`).
-    pub ranking: BTreeMap<String, GroupReport>,
-    /// The ablation arms (with `--ablation`), in order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ablation: Option<Vec<ArmReport>>,
-    /// Wall times in seconds.
-    pub wall_seconds: WallTimes,
-}
+pub type Report = crate::DatasetReport<Counts>;
 
 impl Report {
     /// A readable table of recall (%) per group.

@@ -67,7 +67,8 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::problem::{self, PROBLEM_JSON};
-use crate::error::{ErrorCode, Problem};
+use crate::error::ErrorCode;
+use crate::wire::Problem;
 
 mod activity;
 mod body;

@@ -1,6 +1,7 @@
 //! What the writer can fail with, typed: [`WriterError`] for anything that stops a request
-//! from being carried out durably, and [`ReviewFailure`] for a review, which may also be
-//! refused on its merits.
+//! from being carried out durably, [`Conflict`] for a write or review the stored state
+//! refuses, and [`ReviewFailure`] for a review, which may also be refused on its merits
+//! ([`Refusal`]).
 //!
 //! Invariants: the writer never reports failures as strings; each variant displays exactly
 //! the text the engine has always put after "the event log cannot accept writes: " in its
@@ -9,7 +10,6 @@
 
 use std::sync::Arc;
 
-use crate::error::Problem;
 use crate::index::scope::ScopeIndexError;
 use crate::index::vector::VectorError;
 use crate::store::LogError;
@@ -48,19 +48,76 @@ impl From<LogError> for WriterError {
     }
 }
 
+/// A request the stored state refuses (answered 409 `conflict`). Each variant displays the
+/// exact detail the API has always sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    /// A client id already names an event with different content.
+    #[error("event {0} already exists with different content")]
+    Exists(String),
+    /// A client id names a deleted event; ids are never reused.
+    #[error("event {0} was deleted; its id cannot be reused")]
+    Deleted(String),
+    /// A correction names its own id among the events it supersedes.
+    #[error("event {0} cannot supersede itself")]
+    SelfSupersession(String),
+    /// A correction targets an event another correction already superseded.
+    #[error("event {0} is already superseded")]
+    AlreadySuperseded(String),
+    /// A correction targets an event still waiting for review.
+    #[error("event {0} is pending review and cannot be superseded")]
+    TargetPending(String),
+    /// A review names an event that is not pending review.
+    #[error("event {id} is {status}, not pending review")]
+    NotPending {
+        /// The event.
+        id: String,
+        /// Its status (`active`, `rejected`, ...).
+        status: &'static str,
+    },
+    /// Approving a correction whose target is no longer active; the id is given only when
+    /// the reviewer's grant may know the target.
+    #[error("{} no longer active; the correction cannot be approved", target_phrase(.0.as_deref()))]
+    TargetInactive(Option<String>),
+}
+
+fn target_phrase(id: Option<&str>) -> String {
+    match id {
+        Some(id) => format!("event {id} is"),
+        None => "an event it corrects is".to_string(),
+    }
+}
+
+/// A review refused on its merits: the request was well formed, and nothing was logged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No such event in the reviewer's view.
+    #[error("event {0} not found")]
+    NotFound(String),
+    /// The stored state refuses the decision.
+    #[error(transparent)]
+    Conflict(#[from] Conflict),
+    /// The key lacks the event's approver role.
+    #[error("missing role: {0}")]
+    MissingRole(String),
+    /// The key that wrote the event may not decide it.
+    #[error("the key that wrote an event cannot approve or reject it")]
+    SelfApproval,
+}
+
 /// Why a review decision was not recorded.
 #[derive(Debug)]
 pub enum ReviewFailure {
     /// The request was refused on its merits (unknown event, not pending, missing role,
-    /// self-approval, a correction whose targets changed): the answer to send as is.
-    Refused(Problem),
+    /// self-approval, a correction whose targets changed).
+    Refused(Refusal),
     /// The decision could not be logged.
     Failed(WriterError),
 }
 
-impl From<Problem> for ReviewFailure {
-    fn from(p: Problem) -> Self {
-        ReviewFailure::Refused(p)
+impl From<Refusal> for ReviewFailure {
+    fn from(r: Refusal) -> Self {
+        ReviewFailure::Refused(r)
     }
 }
 

@@ -75,7 +75,7 @@ use apply::{apply_delete, apply_put, apply_requeue, apply_review, apply_tombston
 pub(crate) use catch_up::catch_up;
 pub use commands::{Command, WriterConfig};
 pub use compaction::CompactReport;
-pub use error::{ReviewFailure, WriterError};
+pub use error::{Conflict, Refusal, ReviewFailure, WriterError};
 pub use lifecycle::{DeleteReply, ErasureReceipt, Kept, Receipt};
 pub use puts::{PendingPut, PutReply};
 pub use reevaluate::{ReevaluationReport, Verdict};

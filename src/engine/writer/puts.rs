@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{apply_put, Writer, WriterError};
+use super::{apply_put, Conflict, Writer, WriterError};
 use crate::audit::{AuditAction, AuditEntry, Keyed};
 use crate::auth::TenantGrant;
 use crate::engine::logged::put_entry;
@@ -53,7 +53,7 @@ pub enum PutReply {
     /// A supersedes id does not exist in the tenant.
     NotFound(String),
     /// Conflicting id reuse, already-superseded target or a cycle.
-    Conflict(String),
+    Conflict(Conflict),
     /// The log could not be written; nothing was acknowledged.
     Unavailable(WriterError),
 }
@@ -201,9 +201,7 @@ impl Writer {
                 entry.event.clone(),
                 entry.decision.clone(),
             )),
-            Lookup::Deleted(_) => Err(PutReply::Conflict(format!(
-                "event {id} was deleted; its id cannot be reused"
-            ))),
+            Lookup::Deleted(_) => Err(PutReply::Conflict(Conflict::Deleted(id.to_string()))),
             Lookup::Missing => Ok(()),
         }
     }
@@ -218,8 +216,8 @@ impl Writer {
         let view = Visible::new(&p.grant, &table, &self.shared.keyed, Timestamp::now());
         for old in &p.input.supersedes_event_ids {
             if old == new_id {
-                return Err(PutReply::Conflict(format!(
-                    "event {new_id} cannot supersede itself"
+                return Err(PutReply::Conflict(Conflict::SelfSupersession(
+                    new_id.to_string(),
                 )));
             }
             let key = (p.tenant.clone(), old.clone());
@@ -235,14 +233,10 @@ impl Writer {
                 },
             };
             if plan.superseded.contains(&key) || status == EventStatus::Superseded {
-                return Err(PutReply::Conflict(format!(
-                    "event {old} is already superseded"
-                )));
+                return Err(PutReply::Conflict(Conflict::AlreadySuperseded(old.clone())));
             }
             if status == EventStatus::PendingReview {
-                return Err(PutReply::Conflict(format!(
-                    "event {old} is pending review and cannot be superseded"
-                )));
+                return Err(PutReply::Conflict(Conflict::TargetPending(old.clone())));
             }
         }
         Ok(())
@@ -295,9 +289,6 @@ fn retry_or_conflict(
     if new_hash == old_hash {
         PutReply::Retried(Box::new(event), decision)
     } else {
-        PutReply::Conflict(format!(
-            "event {} already exists with different content",
-            event.event_id
-        ))
+        PutReply::Conflict(Conflict::Exists(event.event_id))
     }
 }

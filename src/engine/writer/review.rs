@@ -6,12 +6,10 @@
 //! (a tombstone) and purged by the next compaction.
 
 use serde::Serialize;
-use serde_json::json;
 
-use super::{apply_review, ReviewFailure, Writer, WriterError};
+use super::{apply_review, Conflict, Refusal, ReviewFailure, Writer, WriterError};
 use crate::auth::TenantGrant;
 use crate::engine::logged::review_entry;
-use crate::error::{ErrorCode, Problem};
 use crate::model::{Decision, EventStatus, Timestamp};
 use crate::read::Visible;
 use crate::store::record::{encode, Record, ReviewRecord};
@@ -72,20 +70,18 @@ impl Writer {
         grant: &TenantGrant,
         event_id: &str,
         approve: bool,
-    ) -> Result<String, Problem> {
+    ) -> Result<String, Refusal> {
         let table = self.shared.table.read();
         let view = Visible::new(grant, &table, &self.shared.keyed, Timestamp::now());
         let Some(entry) = view.live(event_id) else {
-            return Err(Problem::event_not_found(event_id));
+            return Err(Refusal::NotFound(event_id.to_string()));
         };
         if entry.event.status != EventStatus::PendingReview {
-            return Err(Problem::new(
-                ErrorCode::Conflict,
-                format!(
-                    "event {event_id} is {}, not pending review",
-                    entry.event.status.as_str()
-                ),
-            ));
+            return Err(Conflict::NotPending {
+                id: event_id.to_string(),
+                status: entry.event.status.as_str(),
+            }
+            .into());
         }
         let role = match &entry.decision {
             Decision::Review { approver_role, .. } => approver_role.clone(),
@@ -94,16 +90,10 @@ impl Writer {
             }
         };
         if !grant.has_role(&role) {
-            return Err(
-                Problem::new(ErrorCode::Forbidden, format!("missing role: {role}"))
-                    .with_extra("missingRole", json!(role)),
-            );
+            return Err(Refusal::MissingRole(role));
         }
         if entry.key_id == grant.key_id() {
-            return Err(Problem::new(
-                ErrorCode::SelfApprovalForbidden,
-                "the key that wrote an event cannot approve or reject it",
-            ));
+            return Err(Refusal::SelfApproval);
         }
         if approve {
             for old in &entry.event.supersedes_event_ids {
@@ -111,15 +101,8 @@ impl Writer {
                     .find(grant.tenant(), old)
                     .is_some_and(|o| o.event.status == EventStatus::Active);
                 if !active {
-                    let which = if view.knows(old) {
-                        format!("event {old} is")
-                    } else {
-                        "an event it corrects is".to_string()
-                    };
-                    return Err(Problem::new(
-                        ErrorCode::Conflict,
-                        format!("{which} no longer active; the correction cannot be approved"),
-                    ));
+                    let named = view.knows(old).then(|| old.clone());
+                    return Err(Conflict::TargetInactive(named).into());
                 }
             }
         }

@@ -21,10 +21,11 @@ use super::report::{round4, targets, Failure, FamilyAcc, Report, Tally};
 use episodic::auth::{roles, Limits, Principal, TenantGrant};
 use episodic::embed::{Embedder, FastEmbedder};
 use episodic::engine::{Engine, EngineConfig};
-use episodic::error::{ErrorCode, Problem};
+use episodic::error::{ErrorCode, Invalid};
 use episodic::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
-use episodic::observe::{prepare, Observer};
+use episodic::observe::{parse_interaction, prepare, Observer};
 use episodic::retrieve::{evidence, RecallRequest, Scope, TimelineQuery};
+use episodic::wire::{event_input, Problem};
 
 /// How far ahead of the real clock an expiry already past in the story is written.
 const EXPIRY_GRACE_MS: i64 = 400;
@@ -302,6 +303,11 @@ fn write_result(r: &Result<episodic::engine::WriteOutcome, Problem>) -> WriteExp
     }
 }
 
+/// An engine failure as the API would name it (code and detail).
+fn failure(e: &episodic::engine::Error) -> String {
+    format!("{}: {e}", e.code().as_str())
+}
+
 fn describe(p: &Problem) -> String {
     let mut s = format!("{}: {}", p.code.as_str(), p.detail);
     for e in &p.errors {
@@ -416,9 +422,13 @@ impl Play<'_> {
         let body = self.body(e);
         let g = writer(&e.tenant, w.grant.as_ref());
         let vector = self.vector(&e.summary)?;
-        let result = self
-            .rt
-            .block_on(self.engine.write_embedded(&g, &body, vector.clone(), false));
+        // As the API would: the body parsed at the edge (a spoofed tenant is refused there),
+        // then the typed input written.
+        let result = event_input(&self.engine, &g, &body).and_then(|input| {
+            self.rt
+                .block_on(self.engine.write_embedded(&g, input, vector.clone(), false))
+                .map_err(Problem::from)
+        });
         let got = write_result(&result);
         self.tally.decisions_checked += 1;
         if got == w.expect {
@@ -555,7 +565,7 @@ impl Play<'_> {
                     self.corrections[idx].ok = false;
                     self.fail(
                         "correction",
-                        format!("{old} unreadable after correction: {}", describe(&p)),
+                        format!("{old} unreadable after correction: {}", failure(&p)),
                     );
                 }
             }
@@ -588,7 +598,7 @@ impl Play<'_> {
                 }
                 Err(p) => {
                     self.corrections[idx].ok = false;
-                    self.fail("correction", format!("{old} unreadable: {}", describe(&p)));
+                    self.fail("correction", format!("{old} unreadable: {}", failure(&p)));
                 }
             }
         }
@@ -687,10 +697,17 @@ impl Play<'_> {
     fn observe(&mut self, o: &ObserveStep) -> anyhow::Result<()> {
         let i = &o.observe;
         let g = writer(&i.tenant, None);
-        let seen = match self
-            .rt
-            .block_on(self.engine.observe(&g, &self.observe_body(i)))
-        {
+        let parsed = parse_interaction(
+            &self.observe_body(i),
+            &self.engine.config().limits,
+            Timestamp::now(),
+        )
+        .map_err(|errors| Problem::from(Invalid(errors)));
+        let seen = match parsed.and_then(|interaction| {
+            self.rt
+                .block_on(self.engine.observe(&g, &interaction))
+                .map_err(Problem::from)
+        }) {
             Ok(seen) => seen,
             Err(p) => {
                 let msg: Vec<String> = p
@@ -711,7 +728,7 @@ impl Play<'_> {
         self.tally.labelled_store += usize::from(labelled);
         let name = o.name.clone().unwrap_or_else(|| format!("@{}", self.line));
         let c = &seen.classification;
-        let Some(result) = seen.written else {
+        let Some(result) = seen.written.map(|r| r.map_err(Problem::from)) else {
             if labelled {
                 self.fail(
                     "observe_missed",
@@ -842,7 +859,7 @@ impl Play<'_> {
             Err(p) => {
                 self.fail(
                     "review",
-                    format!("review of {name} failed: {}", describe(&p)),
+                    format!("review of {name} failed: {}", failure(&p)),
                 );
                 return;
             }
@@ -888,10 +905,7 @@ impl Play<'_> {
         let real = self.real_id(tenant, name);
         let g = writer(tenant, None);
         if let Err(p) = self.rt.block_on(self.engine.delete(&g, &real)) {
-            self.fail(
-                "deletion",
-                format!("delete {name} failed: {}", describe(&p)),
-            );
+            self.fail("deletion", format!("delete {name} failed: {}", failure(&p)));
         }
         self.mark_gone(tenant, name);
     }
@@ -901,10 +915,7 @@ impl Play<'_> {
         let receipt = match self.rt.block_on(self.engine.erase(&g, actor)) {
             Ok(r) => r,
             Err(p) => {
-                self.fail(
-                    "deletion",
-                    format!("erase {actor} failed: {}", describe(&p)),
-                );
+                self.fail("deletion", format!("erase {actor} failed: {}", failure(&p)));
                 return;
             }
         };
@@ -928,7 +939,7 @@ impl Play<'_> {
     fn compact(&mut self) -> anyhow::Result<()> {
         self.wait_for_expiries();
         if let Err(p) = self.rt.block_on(self.engine.compact("scenarios")) {
-            self.fail("deletion", format!("compaction failed: {}", describe(&p)));
+            self.fail("deletion", format!("compaction failed: {}", failure(&p)));
             return Ok(());
         }
         let files = read_all_files(self.dir)?;
@@ -1010,7 +1021,7 @@ impl Play<'_> {
         let resp = match self.engine.recall_with_vector(&g, &req, &vector) {
             Ok(r) => r,
             Err(p) => {
-                self.fail("read", format!("recall failed: {}", describe(&p)));
+                self.fail("read", format!("recall failed: {}", failure(&p)));
                 return Ok(());
             }
         };
@@ -1090,7 +1101,7 @@ impl Play<'_> {
         let page = match self.rt.block_on(self.engine.timeline(&g, query)) {
             Ok(p) => p,
             Err(p) => {
-                self.fail("read", format!("timeline failed: {}", describe(&p)));
+                self.fail("read", format!("timeline failed: {}", failure(&p)));
                 return Ok(());
             }
         };
@@ -1143,7 +1154,7 @@ impl Play<'_> {
                 self.forbidden_seen(&t.tenant, &t.id, &ev, "get");
             }
             (Err(p), GetExpect::Found) => {
-                let d = describe(p);
+                let d = failure(p);
                 self.fail("get", format!("{} not found: {d}", t.id));
             }
         }
@@ -1378,7 +1389,7 @@ impl Play<'_> {
                 self.check_events(&ctx, &events)
             }
             Err(p) => {
-                self.fail("read", format!("probe recall failed: {}", describe(&p)));
+                self.fail("read", format!("probe recall failed: {}", failure(&p)));
                 Vec::new()
             }
         }
@@ -1408,7 +1419,7 @@ impl Play<'_> {
                 };
                 self.check_events(&ctx, &page.events);
             }
-            Err(p) => self.fail("read", format!("probe timeline failed: {}", describe(&p))),
+            Err(p) => self.fail("read", format!("probe timeline failed: {}", failure(&p))),
         }
     }
 

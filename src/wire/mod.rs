@@ -1,16 +1,43 @@
 //! The JSON shapes of engine results that both edges answer with: HTTP (`api`) and MCP
 //! (`mcp`), whose tool results are exactly the HTTP response bodies.
 //!
-//! Invariant: one function per shape, so a write, an observation or a problem reads the
-//! same on every edge; nothing here decides anything, it only presents.
+//! Invariants: one function per shape, so a write, an observation or a problem reads the
+//! same on every edge; a body is parsed into its typed input here or in `model`, once, and
+//! the engine sees only the typed input; nothing here decides anything beyond what a body
+//! says (validation, and a `tenantId` that must be the key's).
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::auth::TenantGrant;
 use crate::engine::{Engine, WriteOutcome};
-use crate::error::Problem;
-use crate::model::Decision;
+use crate::error::{ErrorCode, Invalid};
+use crate::model::validate::validate_event;
+use crate::model::{Decision, EventInput, Timestamp};
+use crate::observe::parse_interaction;
+
+mod problem;
+
+pub use problem::{problem_body, Problem};
+
+/// A write body parsed into the engine's typed input: validated (every field error at
+/// once, under the engine's limits), then its optional `tenantId` checked against the key's
+/// tenant (403 `tenant_mismatch`; the stored tenant always comes from the key).
+pub fn event_input(
+    engine: &Engine,
+    grant: &TenantGrant,
+    body: &Value,
+) -> Result<EventInput, Problem> {
+    let input = validate_event(body, &engine.config().limits, Timestamp::now()).map_err(Invalid)?;
+    match body.get("tenantId") {
+        None | Some(Value::Null) => Ok(input),
+        Some(Value::String(t)) if t == grant.tenant() => Ok(input),
+        Some(_) => Err(Problem::new(
+            ErrorCode::TenantMismatch,
+            "tenantId in the body differs from the key's tenant",
+        )),
+    }
+}
 
 /// The status and body `POST /v1/events` returns for an accepted write (shared with
 /// `POST /v1/observe`, whose `result` is exactly this body, and with the MCP write tools).
@@ -37,14 +64,17 @@ pub async fn observe_interaction(
     grant: &TenantGrant,
     body: &Value,
 ) -> Result<(StatusCode, Value), Problem> {
-    let seen = engine.observe(grant, body).await?;
+    let limits = &engine.config().limits;
+    let interaction = parse_interaction(body, limits, Timestamp::now()).map_err(Invalid)?;
+    let seen = engine.observe(grant, &interaction).await?;
     let classification = seen.classification.to_json();
-    let (Some(candidate), Some(written)) = (seen.candidate, seen.written) else {
+    let (Some(candidate), Some(written)) = (seen.candidate.as_ref(), seen.written) else {
         let reason = seen.classification.verdict.ignore.map(|r| r.as_str());
         let body =
             json!({"outcome": "ignored", "reason": reason, "classification": classification});
         return Ok((StatusCode::OK, body));
     };
+    let candidate = candidate_json(candidate);
     match written {
         Ok(outcome) => {
             let (status, result) = write_body(outcome);
@@ -56,7 +86,7 @@ pub async fn observe_interaction(
             });
             Ok((status, body))
         }
-        Err(p) => Err(with_context(p, candidate, classification)),
+        Err(e) => Err(with_context(e.into(), candidate, classification)),
     }
 }
 
@@ -68,27 +98,13 @@ fn with_context(p: Problem, candidate: Value, classification: Value) -> Problem 
         .with_extra("classification", classification)
 }
 
-/// The JSON body of a problem.
-pub fn problem_body(p: &Problem, request_id: Option<&str>) -> Value {
-    let mut v = json!({
-        "type": format!("urn:episodic:problem:{}", p.code.as_str()),
-        "title": p.code.title(),
-        "status": p.code.status(),
-        "detail": p.detail,
-        "code": p.code.as_str(),
-    });
-    if let Some(obj) = v.as_object_mut() {
-        if !p.errors.is_empty() {
-            obj.insert("errors".into(), json!(p.errors));
-        }
-        if let Some(rid) = request_id {
-            obj.insert("requestId".into(), Value::String(rid.to_string()));
-        }
-        if let Some(extra) = &p.extra {
-            for (k, val) in extra {
-                obj.insert(k.clone(), val.clone());
-            }
-        }
+/// An observed candidate as the response shows it: the event's fields, without those a
+/// candidate never sets (an id, a correction path, superseded events) or left unset (a
+/// project).
+fn candidate_json(input: &EventInput) -> Value {
+    let mut value = serde_json::to_value(input).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut() {
+        obj.retain(|key, v| !v.is_null() && key != "supersedesEventIds");
     }
-    v
+    value
 }

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{FieldError, Problem};
+use crate::error::{FieldError, Invalid};
 use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Timestamp;
 
@@ -91,9 +91,9 @@ struct RawRecall {
 
 impl RecallRequest {
     /// Parses and validates a recall body, reporting every problem.
-    pub fn parse(body: &Value) -> Result<Self, Problem> {
+    pub fn parse(body: &Value) -> Result<Self, Invalid> {
         let raw: RawRecall = serde_json::from_value(body.clone())
-            .map_err(|e| Problem::validation(vec![FieldError::new("", e.to_string())]))?;
+            .map_err(|e| Invalid(vec![FieldError::new("", e.to_string())]))?;
         let mut errors = Vec::new();
         let query = match raw.query {
             Value::String(q) if !q.trim().is_empty() && q.len() <= MAX_QUERY_BYTES => q,
@@ -125,7 +125,7 @@ impl RecallRequest {
         let include_stale = parse_bool(raw.include_stale.as_ref(), "includeStale", &mut errors);
         let as_of = parse_time_value(raw.as_of.as_ref(), "asOf", &mut errors);
         if !errors.is_empty() {
-            return Err(Problem::validation(errors));
+            return Err(Invalid(errors));
         }
         Ok(RecallRequest {
             query,
@@ -307,7 +307,7 @@ const TIMELINE_PARAMS: [&str; 9] = [
 
 impl TimelineQuery {
     /// Parses query-string parameters, reporting every problem.
-    pub fn parse(params: &HashMap<String, String>) -> Result<Self, Problem> {
+    pub fn parse(params: &HashMap<String, String>) -> Result<Self, Invalid> {
         let mut errors: Vec<FieldError> = params
             .keys()
             .filter(|k| !TIMELINE_PARAMS.contains(&k.as_str()))
@@ -361,7 +361,7 @@ impl TimelineQuery {
         let project_ids = id_param(params, "projectId", &mut errors);
         let event_types = id_param(params, "eventType", &mut errors);
         if !errors.is_empty() {
-            return Err(Problem::validation(errors));
+            return Err(Invalid(errors));
         }
         Ok(TimelineQuery {
             scope: Scope {
@@ -436,7 +436,7 @@ mod tests {
         let whole = RecallRequest::parse(&json!({"query": "x", "limit": 32.0})).expect("32.0");
         assert_eq!(whole.limit, 32);
         let err = RecallRequest::parse(&json!({"query": 3, "limit": "x"})).expect_err("bad");
-        assert_eq!(err.errors.len(), 2);
+        assert_eq!(err.0.len(), 2);
     }
 
     #[test]
@@ -463,7 +463,7 @@ mod tests {
             "resourceRefs": [" r"]
         }}))
         .expect_err("bad");
-        let fields: Vec<&str> = err.errors.iter().map(|e| e.field.as_str()).collect();
+        let fields: Vec<&str> = err.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
             vec![
@@ -473,13 +473,13 @@ mod tests {
                 "scope.resourceRefs[0]"
             ]
         );
-        assert!(err.errors[0].message.contains("U+200B at position 6"));
+        assert!(err.0[0].message.contains("U+200B at position 6"));
         let mut p = HashMap::new();
         p.insert("actorId".to_string(), "user-1\u{200B}".to_string());
         p.insert("projectId".to_string(), "cafe\u{301}".to_string());
         let err = TimelineQuery::parse(&p).expect_err("bad");
-        assert_eq!(err.errors.len(), 1);
-        assert_eq!(err.errors[0].field, "actorId");
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(err.0[0].field, "actorId");
         p.insert("actorId".to_string(), "u".to_string());
         let q = TimelineQuery::parse(&p).expect("ok");
         assert_eq!(q.scope.project_ids, vec!["caf\u{E9}"]);
@@ -496,6 +496,6 @@ mod tests {
         p.insert("bogus".to_string(), "1".to_string());
         p.insert("from".to_string(), "nope".to_string());
         let err = TimelineQuery::parse(&p).expect_err("bad");
-        assert_eq!(err.errors.len(), 2);
+        assert_eq!(err.0.len(), 2);
     }
 }

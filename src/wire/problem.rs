@@ -1,0 +1,242 @@
+//! Problems: what a client is told when a request fails, before the HTTP edge frames it as
+//! `application/problem+json` (`api::problem`) or MCP makes a tool error of it.
+//!
+//! Invariants: every engine, authorization and validation failure becomes a problem here
+//! and nowhere else, with the code its type names and the detail its `Display` gives; a
+//! problem's body is built by [`problem_body`] alone, so it reads the same on every edge.
+
+use serde_json::{json, Value};
+
+use crate::auth::AuthError;
+use crate::engine::Error;
+use crate::error::{ErrorCode, FieldError, Invalid};
+
+/// A client-visible failure: a code, a detail message and optional extras.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// Human-readable detail.
+    pub detail: String,
+    /// Field errors (validation only).
+    pub errors: Vec<FieldError>,
+    /// Extra members merged into the problem body (e.g. the policy `decision`).
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Seconds the client should wait before retrying (sent as `Retry-After`).
+    pub retry_after_secs: Option<u64>,
+}
+
+impl Problem {
+    /// A problem with a code and detail.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Problem {
+            code,
+            detail: detail.into(),
+            errors: Vec::new(),
+            extra: None,
+            retry_after_secs: None,
+        }
+    }
+
+    /// A `validation_failed` problem listing every field error.
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let detail = format!("{} field error(s)", errors.len());
+        Problem {
+            code: ErrorCode::ValidationFailed,
+            detail,
+            errors,
+            extra: None,
+            retry_after_secs: None,
+        }
+    }
+
+    /// A `not_found` problem for an event id (same text whether foreign or absent).
+    pub fn event_not_found(event_id: &str) -> Self {
+        Problem::new(ErrorCode::NotFound, format!("event {event_id} not found"))
+    }
+
+    /// Asks the client to wait `secs` seconds before retrying (`Retry-After`).
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// Adds one extra member to the body.
+    pub fn with_extra(mut self, key: &str, value: serde_json::Value) -> Self {
+        self.extra
+            .get_or_insert_with(serde_json::Map::new)
+            .insert(key.to_string(), value);
+        self
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.detail)
+    }
+}
+
+impl std::error::Error for Problem {}
+
+impl From<Invalid> for Problem {
+    fn from(invalid: Invalid) -> Self {
+        Problem::validation(invalid.0)
+    }
+}
+
+impl From<Error> for Problem {
+    fn from(e: Error) -> Self {
+        let code = e.code();
+        match e {
+            Error::Invalid(invalid) => invalid.into(),
+            Error::Denied { ref decision, .. } => {
+                let decision = serde_json::to_value(decision).unwrap_or(Value::Null);
+                Problem::new(code, e.to_string()).with_extra("decision", decision)
+            }
+            Error::MissingRole(ref role) => missing_role(role),
+            Error::ErasureNeedsSensitive => Problem::new(code, e.to_string())
+                .with_extra("missingGrant", json!({"maxPrivacyClass": "sensitive"})),
+            other => Problem::new(code, other.to_string()),
+        }
+    }
+}
+
+impl From<AuthError> for Problem {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::MissingRole(ref role) => missing_role(role),
+            other => Problem::new(other.code(), other.to_string()),
+        }
+    }
+}
+
+/// 403 naming the role the key lacks (`missingRole`), from authorization or a review.
+fn missing_role(role: &str) -> Problem {
+    Problem::new(ErrorCode::Forbidden, format!("missing role: {role}"))
+        .with_extra("missingRole", Value::String(role.to_string()))
+}
+
+/// The JSON body of a problem.
+pub fn problem_body(p: &Problem, request_id: Option<&str>) -> Value {
+    let mut v = json!({
+        "type": format!("urn:episodic:problem:{}", p.code.as_str()),
+        "title": p.code.title(),
+        "status": p.code.status(),
+        "detail": p.detail,
+        "code": p.code.as_str(),
+    });
+    if let Some(obj) = v.as_object_mut() {
+        if !p.errors.is_empty() {
+            obj.insert("errors".into(), json!(p.errors));
+        }
+        if let Some(rid) = request_id {
+            obj.insert("requestId".into(), Value::String(rid.to_string()));
+        }
+        if let Some(extra) = &p.extra {
+            for (k, val) in extra {
+                obj.insert(k.clone(), val.clone());
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Conflict;
+    use crate::model::Decision;
+
+    #[test]
+    fn engine_errors_keep_their_codes_details_and_members() {
+        let denied = Error::Denied {
+            policy_version: "v3".into(),
+            decision: Decision::Deny {
+                reason: "sensitive_without_expiry".into(),
+            },
+        };
+        let p = Problem::from(denied);
+        assert_eq!(p.code, ErrorCode::PolicyDenied);
+        assert_eq!(
+            p.detail,
+            "write policy v3 denied the event: sensitive_without_expiry"
+        );
+        let extra = p.extra.expect("decision");
+        assert_eq!(extra["decision"]["decision"], "deny");
+
+        let p = Problem::from(Error::MissingRole("memory_reviewer".into()));
+        assert_eq!(
+            (p.code, p.detail.as_str()),
+            (ErrorCode::Forbidden, "missing role: memory_reviewer")
+        );
+        assert_eq!(p.extra.expect("role")["missingRole"], "memory_reviewer");
+
+        let p = Problem::from(Error::ErasureNeedsSensitive);
+        assert_eq!(p.code, ErrorCode::Forbidden);
+        assert_eq!(
+            p.extra.expect("grant")["missingGrant"]["maxPrivacyClass"],
+            "sensitive"
+        );
+
+        let invalid = Invalid(vec![FieldError::new("summary", "must not be empty")]);
+        let p = Problem::from(Error::from(invalid));
+        assert_eq!(
+            (p.code, p.detail.as_str()),
+            (ErrorCode::ValidationFailed, "1 field error(s)")
+        );
+        assert_eq!(p.errors.len(), 1);
+
+        let cases = [
+            (
+                Error::NotFound("e1".into()),
+                ErrorCode::NotFound,
+                "event e1 not found",
+            ),
+            (
+                Error::Conflict(Conflict::TargetInactive(None)),
+                ErrorCode::Conflict,
+                "an event it corrects is no longer active; the correction cannot be approved",
+            ),
+            (
+                Error::Conflict(Conflict::Exists("e2".into())),
+                ErrorCode::Conflict,
+                "event e2 already exists with different content",
+            ),
+            (
+                Error::SelfApproval,
+                ErrorCode::SelfApprovalForbidden,
+                "the key that wrote an event cannot approve or reject it",
+            ),
+            (
+                Error::WriterStopped,
+                ErrorCode::StorageUnavailable,
+                "the writer has stopped",
+            ),
+            (
+                Error::BadVector { dim: 384 },
+                ErrorCode::ValidationFailed,
+                "a precomputed vector must have 384 finite components, not all zero",
+            ),
+        ];
+        for (e, code, detail) in cases {
+            let p = Problem::from(e);
+            assert_eq!((p.code, p.detail.as_str()), (code, detail));
+            assert!(p.errors.is_empty() && p.extra.is_none());
+        }
+    }
+
+    #[test]
+    fn authorization_errors_keep_their_codes_and_members() {
+        let p = Problem::from(AuthError::Unauthenticated);
+        assert_eq!(
+            (p.code, p.detail.as_str()),
+            (ErrorCode::Unauthenticated, "unknown or revoked API key")
+        );
+        let p = Problem::from(AuthError::MissingRole("admin".into()));
+        assert_eq!(p.extra.expect("role")["missingRole"], "admin");
+        assert_eq!(
+            Problem::from(AuthError::NotTenantBound).code,
+            ErrorCode::Forbidden
+        );
+    }
+}
