@@ -53,7 +53,7 @@ use serde_json::json;
 use episodic::auth::TenantGrant;
 use episodic::embed::HashingEmbedder;
 use episodic::engine::{Engine, EngineConfig, SubjectRule};
-use episodic::model::validate::{validate_event, Limits};
+use episodic::model::validate::validate_event;
 use episodic::model::Timestamp;
 use episodic::rank::Weights;
 use episodic::retrieve::{RecallRequest, Scope};
@@ -516,7 +516,7 @@ fn ingest(rt: &tokio::runtime::Runtime, c: &Corpus, dir: &Path) -> (Engine, serd
             let tenant = format!("t{}", a[0]);
             set.spawn(async move {
                 let grant = TenantGrant::internal(&tenant, "bench");
-                let input = validate_event(&body, &Limits::default(), Timestamp::now())
+                let input = validate_event(&body, &engine.config().limits, Timestamp::now())
                     .expect("a valid event");
                 let out = engine.write_embedded(&grant, input, vector, false).await;
                 out.map(|o| o.decision)

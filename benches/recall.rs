@@ -18,7 +18,7 @@ use serde_json::json;
 use episodic::auth::TenantGrant;
 use episodic::embed::HashingEmbedder;
 use episodic::engine::{Engine, EngineConfig};
-use episodic::model::validate::{validate_event, Limits};
+use episodic::model::validate::validate_event;
 use episodic::model::Timestamp;
 use episodic::retrieve::{RecallRequest, Scope};
 
@@ -139,7 +139,7 @@ fn build(
             let engine = engine.clone();
             set.spawn(async move {
                 let grant = TenantGrant::internal(&tenant, "bench");
-                let input = validate_event(&body, &Limits::default(), Timestamp::now())
+                let input = validate_event(&body, &engine.config().limits, Timestamp::now())
                     .expect("a valid event");
                 engine
                     .write_embedded(&grant, input, vector, false)
