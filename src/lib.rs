@@ -26,6 +26,7 @@
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod cpu;
 pub mod credentials;

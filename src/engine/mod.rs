@@ -91,6 +91,8 @@ pub struct EngineConfig {
     pub cpu_threads: usize,
     /// Which fields define a subject for stale suppression.
     pub stale: SubjectRule,
+    /// Where the event log lives: the file under `data_dir` (the default) or a stream.
+    pub log: crate::store::LogLocation,
 }
 
 impl EngineConfig {
@@ -116,6 +118,7 @@ impl EngineConfig {
             },
             cpu_threads: 2,
             stale: SubjectRule::default(),
+            log: crate::store::LogLocation::Local,
         }
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! Invariants: an index whose recorded sequence is ahead of the log, whose contents disagree
 //! with the log, or which fails to open is discarded and rebuilt from the log; nothing here
-//! re-embeds text; the event log is opened here ([`store::open_local`], the one choice of
-//! implementation) and from then on reached only through [`EventLog`].
+//! re-embeds text; the event log is opened here (through [`store::LogLocation::open`], the
+//! one choice of implementation: the data directory's file or a stream) and from then on
+//! reached only through [`EventLog`].
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc;
@@ -27,7 +28,7 @@ use crate::embed::Embedder;
 use crate::index::scope::{CommitMark, ScopeIndex, ScopeIndexError};
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::read::{Slot, Table};
-use crate::store::{self, EventLog};
+use crate::store::EventLog;
 
 pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
     let paths = Paths::new(&config.data_dir);
@@ -69,10 +70,12 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
         after: recovery::reconcile_from(trail.max_log_seq, trail.entries),
         entries: Vec::new(),
     };
-    let shown = paths.log.display();
-    let (log, recovered) =
-        store::open_local(&paths.log).with_context(|| format!("opening log {shown}"))?;
-    catch_up(&shared, log.as_ref(), shown, scope_seq, &mut reconciled)?;
+    let shown = config.log.describe(&paths.log);
+    let (log, recovered) = config
+        .log
+        .open(&paths.log)
+        .with_context(|| format!("opening log {shown}"))?;
+    catch_up(&shared, log.as_ref(), &shown, scope_seq, &mut reconciled)?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
             bytes = recovered.truncated_bytes,

@@ -399,7 +399,7 @@ fn apply(
     if records.is_empty() {
         records.push(Record::Marker);
     }
-    log.advance_to(report.log_expected + 1);
+    log.advance_to(report.log_expected + 1)?;
     let payloads: Vec<Vec<u8>> = records.iter().map(encode).collect();
     let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
     let seqs = log

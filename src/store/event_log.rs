@@ -1,16 +1,20 @@
 //! The seam between the engine and its durable event log: [`EventLog`], what any log must
 //! do for the writer, the start-up catch-up, `episodic recover` and compaction, and
-//! [`open_local`], the one place that picks an implementation.
+//! [`LogLocation::open`], the one place that picks an implementation.
 //!
-//! The local checksummed file log ([`crate::store::log::Log`]) is the only implementation
-//! today. A cluster mode is expected to add a NATS JetStream one; the trait is shaped for it
-//! (see [`EventLog`]'s docs) without depending on any async runtime.
+//! Two implementations: the local checksummed file log ([`crate::store::log::Log`]), the
+//! default, and a NATS JetStream stream ([`crate::store::nats::NatsLog`]) for cluster mode.
+//! The trait depends on no async runtime (see [`EventLog`]'s docs).
 //!
 //! Invariants every implementation keeps (checked by the contract tests in `contract.rs`,
 //! which any new implementation must pass):
 //! - **acknowledged means durable**: [`EventLog::append_batch`] returns the sequences of the
 //!   batch only once every record of it is durable, and a failed batch is never
-//!   half-acknowledged (none of it is read back, its sequences are not consumed);
+//!   half-acknowledged: the caller learns of none of its sequences. The file log then
+//!   holds none of it (it is not read back, its sequences are not consumed); a remote log
+//!   whose acknowledgements never came ([`LogError::Remote`]) may hold a prefix of it, and
+//!   refuses every later append on that handle, so the next writer opens the log again and
+//!   reads what it holds before appending;
 //! - **strictly increasing sequences**: an append's records get consecutive sequences from
 //!   [`EventLog::next_seq`], in payload order; sequences never go backwards, not even after
 //!   [`EventLog::rewrite`], [`EventLog::erase`] or a reopen, but may have gaps (compaction
@@ -21,6 +25,7 @@
 use std::path::Path;
 
 use super::log::Log;
+use super::nats::{NatsConnection, NatsLog};
 use super::{LogError, LogRecord, Recovered};
 
 /// Records read back from a log, in sequence order; an error ends the stream.
@@ -48,13 +53,17 @@ pub type Records<'a> = Box<dyn Iterator<Item = Result<LogRecord, LogError>> + 'a
 /// - [`EventLog::next_seq`] is the stream's last sequence + 1 as this handle last saw it;
 /// - [`EventLog::read_from`] is an ordered consumer starting at a sequence;
 /// - [`EventLog::erase`] is the per-message erase (which overwrites the stored data);
-/// - [`EventLog::rewrite`] has no in-place equivalent: a remote log would write a new stream
-///   generation with the same sequences, or refuse it and compact with [`EventLog::erase`].
+/// - [`EventLog::rewrite`] has no in-place equivalent: the stream refuses it
+///   ([`LogError::Unsupported`]); compaction there is a rotation to a new stream;
+/// - an append whose acknowledgements never come is published again (the same message ids,
+///   so nothing is stored twice) until a deadline; past it the append fails, part of it may
+///   be stored, and the handle refuses further appends.
 pub trait EventLog: Send {
     /// Appends `payloads` as consecutive records from [`EventLog::next_seq`] on, durably, and
     /// returns their sequences in payload order (one sync for the whole batch: group
     /// commit). An empty batch appends nothing and returns no sequence. On error nothing of
-    /// the batch is acknowledged: it is not read back and its sequences are not consumed.
+    /// the batch is acknowledged (see the module's invariants for what a remote log may
+    /// then hold).
     fn append_batch(&mut self, payloads: &[&[u8]]) -> Result<Vec<u64>, LogError>;
 
     /// The sequence the next appended record will get.
@@ -79,8 +88,9 @@ pub trait EventLog: Send {
 
     /// Makes the next appended record's sequence at least `seq` (durable once a record is
     /// appended at it). `episodic recover` uses it so that new records never reuse the
-    /// sequences of acknowledged records that were lost.
-    fn advance_to(&mut self, seq: u64);
+    /// sequences of acknowledged records that were lost. A log that numbers its own records
+    /// refuses to skip ([`LogError::Unsupported`]).
+    fn advance_to(&mut self, seq: u64) -> Result<(), LogError>;
 
     /// Bytes the log occupies on its medium (compaction reports it before and after).
     fn size_bytes(&self) -> u64;
@@ -92,4 +102,51 @@ pub trait EventLog: Send {
 pub fn open_local(path: &Path) -> Result<(Box<dyn EventLog>, Recovered), LogError> {
     let (log, found) = Log::open_checked(path)?;
     Ok((Box::new(log), found))
+}
+
+/// Where an engine's event log lives.
+#[derive(Debug, Clone, Default)]
+pub enum LogLocation {
+    /// The checksummed file under the data directory (the default).
+    #[default]
+    Local,
+    /// A NATS JetStream stream, replicated `replicas` times (cluster mode).
+    Stream {
+        /// The cluster connection.
+        conn: NatsConnection,
+        /// The stream's name.
+        name: String,
+        /// Copies the stream keeps (3 in a production cluster).
+        replicas: usize,
+    },
+}
+
+impl LogLocation {
+    /// Opens the log: the file at `path` for [`LogLocation::Local`], else the stream
+    /// (created when missing). The one place that picks an implementation.
+    pub fn open(&self, path: &Path) -> Result<(Box<dyn EventLog>, Recovered), LogError> {
+        match self {
+            LogLocation::Local => open_local(path),
+            LogLocation::Stream {
+                conn,
+                name,
+                replicas,
+            } => {
+                let log = NatsLog::open(conn, name, *replicas)?;
+                let found = Recovered {
+                    last_seq: log.next_seq().checked_sub(1).filter(|s| *s > 0),
+                    truncated_bytes: 0,
+                };
+                Ok((Box::new(log), found))
+            }
+        }
+    }
+
+    /// How the log is named in messages: the file's path or the stream's name.
+    pub fn describe(&self, path: &Path) -> String {
+        match self {
+            LogLocation::Local => path.display().to_string(),
+            LogLocation::Stream { name, .. } => format!("stream {name}"),
+        }
+    }
 }

@@ -210,6 +210,15 @@ impl App {
 }
 
 /// A valid event body; override fields with `with`.
+/// A two-worker runtime for tests that drive the engine's async methods from a plain test.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// A write body parsed as the API would before handing it to the engine (default limits;
 /// panics on a body the test meant to be valid).
 pub fn input(body: &Value) -> episodic::model::EventInput {

@@ -21,21 +21,13 @@ use episodic::embed::HashingEmbedder;
 use episodic::engine::{Engine, EngineConfig};
 use episodic::retrieve::{RecallRequest, TimelineQuery};
 
-use crate::common::event;
+use crate::common::{event, rt};
 
 const EVENTS: usize = 12;
 const TENANT: &str = "acme";
 
 fn grant() -> TenantGrant {
     TenantGrant::internal(TENANT, "corruption-test")
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 fn open(dir: &Path) -> Result<anyhow::Result<Engine>, String> {

@@ -127,6 +127,23 @@ pub enum LogError {
         /// The last sequence the log holds.
         found: u64,
     },
+    /// A remote log (a NATS JetStream stream) failed, refused, or did not answer in time;
+    /// the reason says whether part of an append may be stored.
+    #[error("log {log}: {reason}")]
+    Remote {
+        /// The log (stream) name.
+        log: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The log cannot do what was asked (a stream cannot rewrite records in place).
+    #[error("log {log} cannot {what}")]
+    Unsupported {
+        /// The log (stream) name.
+        log: String,
+        /// What it cannot do.
+        what: &'static str,
+    },
 }
 
 /// One record of the log.
@@ -441,8 +458,9 @@ impl crate::store::EventLog for Log {
         Log::erase(self, seqs)
     }
 
-    fn advance_to(&mut self, seq: u64) {
+    fn advance_to(&mut self, seq: u64) -> Result<(), LogError> {
         Log::advance_to(self, seq);
+        Ok(())
     }
 
     fn size_bytes(&self) -> u64 {

@@ -1,0 +1,218 @@
+//! The event log on a NATS JetStream stream (`store::nats`), against a real 3-node cluster:
+//! the log contract, fencing of a second writer, refused in-place changes, physical erasure,
+//! and a stream leader killed with SIGKILL in the middle of appends.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use episodic::store::contract::{check_core, Opener};
+use episodic::store::nats::{NatsConnection, NatsLog};
+use episodic::store::{EventLog, LogError};
+
+use crate::nats_cluster::{shared, unique_stream, NatsCluster};
+
+fn connect(cluster: &NatsCluster) -> NatsConnection {
+    NatsConnection::connect(&cluster.urls).expect("connect to the NATS cluster")
+}
+
+fn all(log: &dyn EventLog) -> Vec<(u64, Vec<u8>)> {
+    log.read_from(0)
+        .expect("read")
+        .map(|r| r.map(|r| (r.seq, r.payload)))
+        .collect::<Result<_, LogError>>()
+        .expect("records")
+}
+
+#[test]
+fn a_stream_keeps_the_event_log_contract() {
+    let conn = connect(shared());
+    let fresh = || -> Opener {
+        let (conn, name) = (conn.clone(), unique_stream("CONTRACT"));
+        Box::new(move || Box::new(NatsLog::open(&conn, &name, 3).expect("open the stream")))
+    };
+    check_core(&fresh);
+}
+
+/// Two handles at the same position, the second one stale once the first appends; `before`
+/// records are in the stream first (0: the stream's first record is the contested one).
+fn fence_case(conn: &NatsConnection, before: usize) {
+    let name = unique_stream("FENCE");
+    let mut first = NatsLog::open(conn, &name, 3).expect("open");
+    let earlier: Vec<Vec<u8>> = (0..before).map(|i| format!("x{i}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = earlier.iter().map(Vec::as_slice).collect();
+    first.append_batch(&refs).expect("append");
+    let mut second = NatsLog::open(conn, &name, 3).expect("open again");
+    let at = before as u64 + 1;
+    assert_eq!(first.append_batch(&[b"a"]).expect("append"), vec![at]);
+    // A longer batch than what the first handle wrote since: none of it may land.
+    match second.append_batch(&[b"b", b"c", b"d"]) {
+        Err(LogError::Fenced {
+            expected, found, ..
+        }) => assert_eq!((expected, found), (at - 1, at)),
+        other => panic!("a stale writer must be fenced, got {other:?}"),
+    }
+    assert!(
+        second.append_batch(&[b"e"]).is_err(),
+        "a fenced handle appends nothing more"
+    );
+    assert_eq!(first.append_batch(&[b"f"]).expect("append"), vec![at + 1]);
+    let mut want: Vec<(u64, Vec<u8>)> = earlier.into_iter().zip(1..).map(|(p, s)| (s, p)).collect();
+    want.push((at, b"a".to_vec()));
+    want.push((at + 1, b"f".to_vec()));
+    assert_eq!(all(&first), want, "nothing of the fenced batch is stored");
+    conn.delete_stream(&name).expect("delete");
+}
+
+#[test]
+fn a_second_writer_is_fenced_and_stops() {
+    let conn = connect(shared());
+    fence_case(&conn, 0);
+    fence_case(&conn, 3);
+}
+
+#[test]
+fn in_place_changes_are_refused_and_change_nothing() {
+    let conn = connect(shared());
+    let name = unique_stream("INPLACE");
+    let mut log = NatsLog::open(&conn, &name, 3).expect("open");
+    log.append_batch(&[b"a", b"b"]).expect("append");
+    let record = episodic::store::LogRecord {
+        seq: 2,
+        payload: b"B".to_vec(),
+    };
+    assert!(matches!(
+        log.rewrite(&[record]),
+        Err(LogError::Unsupported { .. })
+    ));
+    assert!(matches!(
+        log.advance_to(10),
+        Err(LogError::Unsupported { .. })
+    ));
+    log.advance_to(3)
+        .expect("not past the end: nothing to skip");
+    assert_eq!(all(&log), vec![(1, b"a".to_vec()), (2, b"b".to_vec())]);
+    assert_eq!(log.next_seq(), 3);
+    conn.delete_stream(&name).expect("delete");
+}
+
+#[test]
+fn an_erased_record_leaves_no_trace_in_the_stream_files() {
+    let cluster = shared();
+    let conn = connect(cluster);
+    let name = unique_stream("ERASE");
+    let mut log = NatsLog::open(&conn, &name, 3).expect("open");
+    let canary = format!("canary-{name}-payload");
+    log.append_batch(&[b"before", canary.as_bytes(), b"after"])
+        .expect("append");
+    log.erase(&[2]).expect("erase");
+    assert_eq!(
+        all(&log),
+        vec![(1, b"before".to_vec()), (3, b"after".to_vec())]
+    );
+    // Every replica's copy of the stream is overwritten at once (its copy in the
+    // replication log goes with the stream's next snapshot: docs/security.md).
+    let mut stream_files = 0;
+    for node in 1..=3 {
+        for file in cluster.store_files(node) {
+            let in_stream = file
+                .components()
+                .any(|c| c.as_os_str() == std::ffi::OsStr::new(&name));
+            if !in_stream {
+                continue;
+            }
+            stream_files += 1;
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                "the erased payload is still in {}",
+                file.display()
+            );
+        }
+    }
+    assert!(stream_files >= 3, "every node holds the stream's files");
+    conn.delete_stream(&name).expect("delete");
+}
+
+/// Opens the stream again, waiting out an election.
+fn reopen(conn: &NatsConnection, name: &str) -> NatsLog {
+    let started = Instant::now();
+    loop {
+        match NatsLog::open(conn, name, 3) {
+            Ok(log) => return log,
+            Err(e) if started.elapsed() < Duration::from_secs(30) => {
+                eprintln!("reopening: {e}");
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            Err(e) => panic!("the stream did not come back: {e}"),
+        }
+    }
+}
+
+/// The leader of a stream is killed with SIGKILL while a writer appends batches: every
+/// acknowledged record is stored once, at its sequence, and appends go on after the
+/// election (the retries are absorbed, none is stored twice).
+#[test]
+fn a_killed_stream_leader_loses_nothing_acknowledged() {
+    let cluster = NatsCluster::private();
+    let conn = connect(&cluster);
+    let name = unique_stream("LEADER");
+    let mut log = NatsLog::open(&conn, &name, 3).expect("open");
+    let leader = log.leader().expect("info").expect("a leader");
+    let node: usize = leader
+        .trim_start_matches('n')
+        .parse()
+        .expect("node name n<i>");
+    let mut acked: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let started = Instant::now();
+    let mut killed_at = None;
+    let mut failures = 0;
+    let mut acked_after_kill = 0;
+    let mut batch_no = 0u64;
+    while started.elapsed() < Duration::from_secs(16) {
+        if killed_at.is_none() && started.elapsed() > Duration::from_secs(2) {
+            cluster.kill9(node);
+            killed_at = Some(Instant::now());
+        }
+        let payloads: Vec<Vec<u8>> = (0..8)
+            .map(|i| format!("batch {batch_no} record {i}").into_bytes())
+            .collect();
+        batch_no += 1;
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        match log.append_batch(&refs) {
+            Ok(seqs) => {
+                acked_after_kill += usize::from(killed_at.is_some());
+                for (seq, p) in seqs.into_iter().zip(payloads) {
+                    acked.insert(seq, p);
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                eprintln!("append failed ({e}); reopening");
+                log = reopen(&conn, &name);
+            }
+        }
+    }
+    cluster.restart(node);
+    let stored: BTreeMap<u64, Vec<u8>> = all(&log).into_iter().collect();
+    for (seq, payload) in &acked {
+        assert_eq!(
+            stored.get(seq),
+            Some(payload),
+            "acknowledged record {seq} is missing or changed"
+        );
+    }
+    let mut payloads: Vec<&Vec<u8>> = stored.values().collect();
+    payloads.sort();
+    payloads.dedup();
+    assert_eq!(payloads.len(), stored.len(), "no record is stored twice");
+    assert!(
+        acked_after_kill > 0,
+        "appends went on after the election ({} acknowledged, {failures} failures)",
+        acked.len()
+    );
+    eprintln!(
+        "{} records acknowledged, {} stored, {failures} failed appends",
+        acked.len(),
+        stored.len()
+    );
+}

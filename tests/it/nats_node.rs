@@ -1,0 +1,181 @@
+//! Cluster nodes (`cluster::node`) on a real 3-node NATS cluster with the real model: a node
+//! that stops without a word (its leases left to expire) has its shards taken by the
+//! survivor within the lease TTL plus the replay, with every acknowledged event there; a
+//! node that stops cleanly hands its shards over at once.
+
+use std::time::{Duration, Instant};
+
+use episodic::auth::TenantGrant;
+use episodic::cluster::{Node, NodeConfig};
+use episodic::engine::{Engine, EngineConfig};
+use episodic::store::nats::NatsConnection;
+
+use crate::common::{event, input, real_model, recall_request, rt};
+use crate::nats_cluster::{shared, unique_stream};
+
+const SHARDS: u32 = 4;
+const TTL: Duration = Duration::from_secs(3);
+
+fn node(conn: &NatsConnection, cluster: &str, id: &str, dir: &std::path::Path) -> Node {
+    let config = NodeConfig {
+        node_id: id.to_string(),
+        cluster: cluster.to_string(),
+        shards: SHARDS,
+        lease_ttl: TTL,
+        replicas: 3,
+        engine: EngineConfig::new(dir.to_path_buf()),
+    };
+    Node::start(conn, config, real_model()).expect("start the node")
+}
+
+/// Waits until `node` holds `count` shards.
+fn wait_for_shards(node: &Node, count: usize, within: Duration) -> Duration {
+    let started = Instant::now();
+    while node.owned_shards().len() < count {
+        assert!(
+            started.elapsed() < within,
+            "the node holds {:?} after {within:?}, expected {count} shards",
+            node.owned_shards()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    started.elapsed()
+}
+
+/// A tenant on each shard, so every shard holds events.
+fn tenants(node: &Node) -> Vec<String> {
+    (0..SHARDS)
+        .map(|shard| {
+            (0..)
+                .map(|i| format!("tenant-{i}"))
+                .find(|t| node.shard_of(t) == shard)
+                .expect("a tenant for every shard")
+        })
+        .collect()
+}
+
+/// A fresh cluster name, a first node holding every shard, and a second node beside it
+/// (their data directories live as long as the returned guard).
+struct Pair {
+    conn: NatsConnection,
+    cluster: String,
+    first: Node,
+    second: Node,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+fn pair(prefix: &str) -> Pair {
+    let conn = NatsConnection::connect(&shared().urls).expect("connect");
+    let cluster = unique_stream(prefix);
+    let dirs = [
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    ];
+    let first = node(&conn, &cluster, "n1", dirs[0].path());
+    wait_for_shards(&first, SHARDS as usize, Duration::from_secs(60));
+    let second = node(&conn, &cluster, "n2", dirs[1].path());
+    Pair {
+        conn,
+        cluster,
+        first,
+        second,
+        _dirs: dirs,
+    }
+}
+
+fn delete_streams(conn: &NatsConnection, cluster: &str) {
+    for shard in 0..SHARDS {
+        let _ = conn.delete_stream(&episodic::cluster::stream_name(cluster, shard, 1));
+    }
+}
+
+fn engine(node: &Node, tenant: &str) -> Engine {
+    node.engine_for(tenant)
+        .expect("the node serves the tenant's shard")
+}
+
+#[test]
+fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
+    let Pair {
+        conn,
+        cluster,
+        first,
+        second,
+        _dirs,
+    } = pair("NODE");
+    let tenants = tenants(&first);
+    let rt = rt();
+    let mut acked = Vec::new();
+    for (i, tenant) in tenants.iter().enumerate() {
+        let grant = TenantGrant::internal(tenant, "cluster-test");
+        for j in 0..3 {
+            let summary = format!("{tenant} shipped release {i}.{j} of the billing service");
+            let body = event("user:dana", &summary, "2026-04-01T09:00:00Z");
+            let written = rt
+                .block_on(engine(&first, tenant).write(&grant, input(&body), false))
+                .expect("write");
+            acked.push((tenant.clone(), written.event.event_id));
+        }
+    }
+    assert!(second.owned_shards().is_empty(), "held shards do not move");
+
+    first.abandon();
+    let took = wait_for_shards(&second, SHARDS as usize, TTL * 4 + Duration::from_secs(60));
+    eprintln!("the survivor served every shard {took:?} after the other node went silent");
+    for (tenant, id) in &acked {
+        let grant = TenantGrant::internal(tenant, "cluster-test");
+        let got = engine(&second, tenant).get(&grant, id);
+        assert!(
+            got.is_ok(),
+            "acknowledged event {id} of {tenant} is missing"
+        );
+    }
+    let tenant = &tenants[0];
+    let grant = TenantGrant::internal(tenant, "cluster-test");
+    let mut req = recall_request(Default::default(), 3);
+    req.query = "billing service release".into();
+    let found = rt
+        .block_on(engine(&second, tenant).recall(&grant, req))
+        .expect("recall");
+    assert_eq!(
+        found.results.len(),
+        3,
+        "the tenant's three events are recalled"
+    );
+    let body = event(
+        "user:dana",
+        "Dana reviewed the takeover",
+        "2026-04-02T09:00:00Z",
+    );
+    rt.block_on(engine(&second, tenant).write(&grant, input(&body), false))
+        .expect("writes go on after the takeover");
+    second.stop();
+    delete_streams(&conn, &cluster);
+}
+
+#[test]
+fn a_node_that_stops_cleanly_hands_its_shards_over_at_once() {
+    let Pair {
+        conn,
+        cluster,
+        first,
+        second,
+        _dirs,
+    } = pair("HANDOVER");
+    let stopped = Instant::now();
+    first.stop();
+    wait_for_shards(&second, SHARDS as usize, Duration::from_secs(60));
+    assert!(
+        stopped.elapsed() < TTL * 2 + Duration::from_secs(20),
+        "released leases are taken without waiting for them to expire"
+    );
+    let owners: Vec<_> = (0..SHARDS)
+        .map(|s| second.owner_of_shard(s).expect("read"))
+        .collect();
+    assert!(
+        owners.iter().all(|o| o.as_deref() == Some("n2")),
+        "{owners:?}"
+    );
+    second.stop();
+    delete_streams(&conn, &cluster);
+}
