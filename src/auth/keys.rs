@@ -1,4 +1,5 @@
-//! The API key store: hashed key records persisted in `<data-dir>/keys.json`.
+//! The API key store: hashed key records persisted in `<data-dir>/keys.json`, or, in
+//! cluster mode, replicated in a NATS KV bucket shared by every node ([`super::replicated`]).
 //!
 //! Key format: `epi_<keyId>_<secret>`. Invariants: plaintext keys exist only in the response
 //! that creates them (and, for a generated admin key, once in `admin.key`, mode 0600); lookups
@@ -10,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use parking_lot::RwLock;
@@ -18,11 +20,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::replicated::Replica;
 use super::strength::{self, WeakKey};
 use super::{roles, AuthError, Limits, Principal};
 use crate::fsutil;
 use crate::model::PrivacyClass;
 use crate::model::Timestamp;
+use crate::store::nats::NatsConnection;
 
 const ADMIN_KEY_ID: &str = "admin";
 const ENV_ADMIN_KEY_ID: &str = "admin-env";
@@ -45,6 +49,12 @@ pub enum KeyStoreError {
         /// File involved.
         path: String,
         /// Why.
+        reason: String,
+    },
+    /// The replicated key bucket (cluster mode) could not be read or written.
+    #[error("replicated key store: {reason}")]
+    Replica {
+        /// What went wrong.
         reason: String,
     },
     /// `EPISODIC_ADMIN_KEY` is weaker than the rule.
@@ -124,7 +134,11 @@ pub struct NewKey {
 #[derive(Debug)]
 pub struct KeyStore {
     path: PathBuf,
-    records: RwLock<HashMap<String, KeyRecord>>,
+    records: Arc<RwLock<HashMap<String, KeyRecord>>>,
+    /// In cluster mode, the bucket every change is written through to.
+    replica: Option<Replica>,
+    /// Serializes this node's changes (check, then write).
+    gate: parking_lot::Mutex<()>,
     env_admin_digest: Option<[u8; 32]>,
     /// Digest of `EPISODIC_METRICS_TOKEN`: a principal with only the `metrics` role.
     metrics_digest: Option<[u8; 32]>,
@@ -169,7 +183,9 @@ impl KeyStore {
         let records = load_records(&path)?;
         let store = KeyStore {
             path,
-            records: RwLock::new(records),
+            records: Arc::new(RwLock::new(records)),
+            replica: None,
+            gate: parking_lot::Mutex::new(()),
             env_admin_digest: admin_key.map(digest),
             metrics_digest: None,
         };
@@ -178,6 +194,53 @@ impl KeyStore {
             None => store.ensure_generated_admin(data_dir)?,
         };
         Ok((store, written))
+    }
+
+    /// Opens the store of a cluster node: its records live in the KV bucket `bucket` (created
+    /// with `replicas` copies when missing) shared by every node, and each node follows the
+    /// others' changes. The admin key is `admin_key` (`EPISODIC_ADMIN_KEY`, the same on every
+    /// node); no admin key is generated.
+    pub fn open_replicated(
+        conn: &NatsConnection,
+        bucket: &str,
+        replicas: usize,
+        admin_key: &str,
+    ) -> Result<KeyStore, KeyStoreError> {
+        strength::check_admin_key(admin_key)
+            .map_err(|reason| KeyStoreError::WeakAdminKey { reason })?;
+        let (replica, records) = Replica::open(conn, bucket, replicas)
+            .map_err(|reason| KeyStoreError::Replica { reason })?;
+        Ok(KeyStore {
+            path: PathBuf::from(format!("nats kv {bucket}")),
+            records,
+            replica: Some(replica),
+            gate: parking_lot::Mutex::new(()),
+            env_admin_digest: Some(digest(admin_key)),
+            metrics_digest: None,
+        })
+    }
+
+    /// Stores `record` (new or changed), with the gate held: written through to the bucket
+    /// in cluster mode, else the whole file replaced atomically; memory follows once it is
+    /// durable. The records' lock is not held while the bucket is written: the watch that
+    /// applies other nodes' changes takes it on the client's runtime.
+    fn write_record(&self, record: KeyRecord) -> Result<(), KeyStoreError> {
+        match &self.replica {
+            Some(replica) => {
+                replica
+                    .put(&record)
+                    .map_err(|reason| KeyStoreError::Replica { reason })?;
+                self.records.write().insert(record.key_id.clone(), record);
+            }
+            None => {
+                let mut records = self.records.write();
+                let mut next = records.clone();
+                next.insert(record.key_id.clone(), record);
+                persist(&self.path, &next)?;
+                *records = next;
+            }
+        }
+        Ok(())
     }
 
     fn ensure_generated_admin(&self, data_dir: &Path) -> Result<Option<PathBuf>, KeyStoreError> {
@@ -302,17 +365,15 @@ impl KeyStore {
         if key_id == ADMIN_KEY_ID && self.env_admin_digest.is_none() {
             return Ok(Revocation::LastAdmin);
         }
-        let mut records = self.records.write();
-        let Some(rec) = records.get(key_id) else {
+        let _gate = self.gate.lock();
+        let Some(rec) = self.records.read().get(key_id).cloned() else {
             return Ok(Revocation::NotFound);
         };
         if rec.revoked_at.is_none() {
-            let mut next = records.clone();
-            if let Some(r) = next.get_mut(key_id) {
-                r.revoked_at = Some(Timestamp::now());
-            }
-            persist(&self.path, &next)?;
-            *records = next;
+            self.write_record(KeyRecord {
+                revoked_at: Some(Timestamp::now()),
+                ..rec
+            })?;
         }
         Ok(Revocation::Revoked)
     }
@@ -323,8 +384,8 @@ impl KeyStore {
     /// admin key then comes from `EPISODIC_ADMIN_KEY`). Blocking file I/O.
     pub fn rotate_admin(&self) -> Result<Option<NewKey>, KeyStoreError> {
         let data_dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut records = self.records.write();
-        let Some(old) = records.get(ADMIN_KEY_ID) else {
+        let _gate = self.gate.lock();
+        let Some(old) = self.records.read().get(ADMIN_KEY_ID).cloned() else {
             return Ok(None);
         };
         let key = format!("epi_{ADMIN_KEY_ID}_{}", random_token(32));
@@ -332,12 +393,9 @@ impl KeyStore {
             sha256: hex::encode(digest(&key)),
             created_at: Timestamp::now(),
             revoked_at: None,
-            ..old.clone()
+            ..old
         };
-        let mut next = records.clone();
-        next.insert(ADMIN_KEY_ID.to_string(), record.clone());
-        persist(&self.path, &next)?;
-        *records = next;
+        self.write_record(record.clone())?;
         let stale = data_dir.join("admin.key");
         match std::fs::remove_file(&stale) {
             Ok(()) => fsutil::sync_dir(data_dir).map_err(io_err(data_dir))?,
@@ -348,9 +406,8 @@ impl KeyStore {
     }
 
     fn insert_and_persist(&self, record: KeyRecord) -> Result<(), KeyStoreError> {
-        let mut records = self.records.write();
-        records.insert(record.key_id.clone(), record);
-        persist(&self.path, &records)
+        let _gate = self.gate.lock();
+        self.write_record(record)
     }
 }
 

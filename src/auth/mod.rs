@@ -6,6 +6,7 @@
 //! revoked or unknown key never yields a principal.
 
 mod keys;
+mod replicated;
 pub mod strength;
 
 pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey, Revocation};

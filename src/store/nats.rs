@@ -158,7 +158,8 @@ impl NatsConnection {
             .map_err(|_| remote(log, "the client task stopped".to_string()))
     }
 
-    fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+    /// Runs `fut` on the client's runtime in the background.
+    pub(crate) fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
         if let Some(rt) = &self.inner.runtime {
             rt.spawn(fut);
         }

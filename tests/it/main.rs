@@ -29,6 +29,7 @@ mod isolation;
 mod mcp;
 mod nats_cluster;
 mod nats_engine;
+mod nats_keys;
 mod nats_lease;
 mod nats_log;
 mod nats_node;

@@ -109,27 +109,44 @@ fn an_erased_record_leaves_no_trace_in_the_stream_files() {
         all(&log),
         vec![(1, b"before".to_vec()), (3, b"after".to_vec())]
     );
-    // Every replica's copy of the stream is overwritten at once (its copy in the
-    // replication log goes with the stream's next snapshot: docs/security.md).
-    let mut stream_files = 0;
+    // Every replica's copy of the stream is overwritten as it applies the erase (its copy in the
+    // replication log goes with the stream's next snapshot: docs/security.md). A replica
+    // writes its files as it applies the records: wait until each holds the last one.
+    let stream_files = |node: usize| -> Vec<std::path::PathBuf> {
+        cluster
+            .store_files(node)
+            .into_iter()
+            .filter(|f| {
+                f.components()
+                    .any(|c| c.as_os_str() == std::ffi::OsStr::new(&name))
+            })
+            .collect()
+    };
+    let holds = |files: &[std::path::PathBuf], needle: &[u8]| {
+        files.iter().any(|f| {
+            let bytes = std::fs::read(f).unwrap_or_default();
+            bytes.windows(needle.len()).any(|w| w == needle)
+        })
+    };
+    let started = Instant::now();
     for node in 1..=3 {
-        for file in cluster.store_files(node) {
-            let in_stream = file
-                .components()
-                .any(|c| c.as_os_str() == std::ffi::OsStr::new(&name));
-            if !in_stream {
-                continue;
-            }
-            stream_files += 1;
-            let bytes = std::fs::read(&file).unwrap_or_default();
+        while !holds(&stream_files(node), b"after") {
             assert!(
-                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
-                "the erased payload is still in {}",
-                file.display()
+                started.elapsed() < Duration::from_secs(20),
+                "node {node} never wrote the stream's records"
             );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The erase follows the record in the replication order: each replica applies it
+        // right after.
+        while holds(&stream_files(node), canary.as_bytes()) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the erased payload is still in node {node}'s stream files"
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
-    assert!(stream_files >= 3, "every node holds the stream's files");
     conn.delete_stream(&name).expect("delete");
 }
 
