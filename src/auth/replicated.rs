@@ -37,25 +37,9 @@ impl Replica {
         bucket: &str,
         replicas: usize,
     ) -> Result<(Replica, Records), String> {
-        let js = conn.jetstream();
-        let name = bucket.to_string();
         let store = conn
-            .run(bucket, async move {
-                match js.get_key_value(&name).await {
-                    Ok(store) => Ok(store),
-                    Err(_) => js
-                        .create_key_value(kv::Config {
-                            bucket: name,
-                            history: 1,
-                            storage: async_nats::jetstream::stream::StorageType::File,
-                            num_replicas: replicas,
-                            ..Default::default()
-                        })
-                        .await
-                        .map_err(|e| e.to_string()),
-                }
-            })
-            .map_err(|e| e.to_string())??;
+            .key_value(bucket, replicas, std::time::Duration::ZERO)
+            .map_err(|e| e.to_string())?;
         let replica = Replica {
             conn: conn.clone(),
             store,

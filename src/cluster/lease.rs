@@ -95,28 +95,11 @@ impl Leases {
         replicas: usize,
         ttl: Duration,
     ) -> Result<Self, LeaseError> {
-        let js = conn.jetstream();
-        let name = bucket.to_string();
         let store = conn
-            .run(bucket, async move {
-                match js.get_key_value(&name).await {
-                    Ok(store) => Ok(store),
-                    Err(_) => js
-                        .create_key_value(kv::Config {
-                            bucket: name,
-                            history: 1,
-                            max_age: ttl,
-                            storage: async_nats::jetstream::stream::StorageType::File,
-                            num_replicas: replicas,
-                            ..Default::default()
-                        })
-                        .await
-                        .map_err(|e| e.to_string()),
-                }
-            })?
-            .map_err(|reason| LeaseError::Bucket {
+            .key_value(bucket, replicas, ttl)
+            .map_err(|e| LeaseError::Bucket {
                 bucket: bucket.to_string(),
-                reason,
+                reason: e.to_string(),
             })?;
         Ok(Leases {
             conn: conn.clone(),

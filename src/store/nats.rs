@@ -138,11 +138,6 @@ impl NatsConnection {
         &self.inner.urls
     }
 
-    /// The JetStream context (for other users of the connection, such as cluster leases).
-    pub(crate) fn jetstream(&self) -> jetstream::Context {
-        self.inner.js.clone()
-    }
-
     /// Runs `fut` on the client's runtime and waits for it on this thread; `log` names what
     /// the work is for in an error.
     pub(crate) fn run<T: Send + 'static>(
@@ -163,6 +158,36 @@ impl NatsConnection {
         if let Some(rt) = &self.inner.runtime {
             rt.spawn(fut);
         }
+    }
+
+    /// Opens the key-value bucket `bucket`, creating it when missing with `replicas` copies
+    /// of file storage, one revision per key, and entries that expire `max_age` after their
+    /// last write (`Duration::ZERO`: never).
+    pub fn key_value(
+        &self,
+        bucket: &str,
+        replicas: usize,
+        max_age: Duration,
+    ) -> Result<async_nats::jetstream::kv::Store, LogError> {
+        let js = self.inner.js.clone();
+        let name = bucket.to_string();
+        self.run(bucket, async move {
+            match js.get_key_value(&name).await {
+                Ok(store) => Ok(store),
+                Err(_) => js
+                    .create_key_value(async_nats::jetstream::kv::Config {
+                        bucket: name,
+                        history: 1,
+                        max_age,
+                        storage: stream::StorageType::File,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| e.to_string()),
+            }
+        })?
+        .map_err(|reason| remote(bucket, format!("opening the bucket: {reason}")))
     }
 
     /// Deletes the stream `name` and everything in it, on every replica (a no-op when it
