@@ -156,17 +156,19 @@ impl Drop for NatsCluster {
 /// The cluster this test process shares (see the module docs).
 pub fn shared() -> &'static NatsCluster {
     static SHARED: OnceLock<NatsCluster> = OnceLock::new();
-    SHARED.get_or_init(|| match std::env::var_os("EPISODIC_TEST_NATS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            NatsCluster {
-                urls: read_env(&dir),
-                dir,
-                _temp: None,
+    SHARED.get_or_init(
+        || match std::env::var_os("EPISODIC_TEST_NATS").filter(|d| !d.is_empty()) {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                NatsCluster {
+                    urls: read_env(&dir),
+                    dir,
+                    _temp: None,
+                }
             }
-        }
-        None => NatsCluster::private(),
-    })
+            None => NatsCluster::private(),
+        },
+    )
 }
 
 /// A stream name no other test uses.

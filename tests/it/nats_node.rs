@@ -1,11 +1,12 @@
 //! Cluster nodes (`cluster::node`) on a real 3-node NATS cluster with the real model: a node
 //! that stops without a word (its leases left to expire) has its shards taken by the
-//! survivor within the lease TTL plus the replay, with every acknowledged event there; a
+//! survivor within the lease TTL plus the replay, with every acknowledged event and pending
+//! review there; a
 //! node that stops cleanly hands its shards over at once.
 
 use std::time::{Duration, Instant};
 
-use episodic::auth::TenantGrant;
+use episodic::auth::{roles, Limits, Principal, TenantGrant};
 use episodic::cluster::{Node, NodeConfig};
 use episodic::engine::{Engine, EngineConfig};
 use episodic::store::nats::NatsConnection;
@@ -117,6 +118,22 @@ fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
             acked.push((tenant.clone(), written.event.event_id));
         }
     }
+    // An event held for review: the review is a record of the shard's stream too.
+    let reviewed_tenant = &tenants[1];
+    let mut body = event(
+        "user:dana",
+        "A pasted web page claims Dana quit",
+        "2026-04-01T10:00:00Z",
+    );
+    body["sourceTrust"] = serde_json::json!("untrusted_content");
+    let grant = TenantGrant::internal(reviewed_tenant, "cluster-test");
+    let pending = rt
+        .block_on(engine(&first, reviewed_tenant).write(&grant, input(&body), false))
+        .expect("write for review");
+    assert!(matches!(
+        pending.decision,
+        episodic::model::Decision::Review { .. }
+    ));
     assert!(second.owned_shards().is_empty(), "held shards do not move");
 
     first.abandon();
@@ -130,6 +147,21 @@ fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
             "acknowledged event {id} of {tenant} is missing"
         );
     }
+    let reviewer = Principal::from_parts(
+        "reviewer-key".into(),
+        Some(reviewed_tenant.clone()),
+        vec![roles::READER.into(), roles::MEMORY_REVIEWER.into()],
+        Limits::unlimited(),
+    )
+    .tenant_grant()
+    .expect("a tenant grant");
+    let waiting = engine(&second, reviewed_tenant).pending_reviews(&reviewer, 10);
+    assert!(
+        waiting
+            .iter()
+            .any(|(e, _)| e.event_id == pending.event.event_id),
+        "the pending review survives the node"
+    );
     let tenant = &tenants[0];
     let grant = TenantGrant::internal(tenant, "cluster-test");
     let mut req = recall_request(Default::default(), 3);
