@@ -10,9 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::extract::{Auth, JsonBody};
-use super::openapi::{
-    AuthErrors, BodyErrors, ObserveBody, ObserveResponse, ProblemDoc, Unavailable,
-};
+use super::openapi::{AuthErrors, BodyErrors, ObserveResponse, ProblemDoc, Unavailable};
 use super::AppState;
 use crate::auth::roles;
 use crate::wire::observe_interaction;
@@ -24,7 +22,7 @@ use crate::wire::Problem;
     path = "/v1/observe",
     tag = "events",
     summary = "Classify an interaction; write a candidate event through the policy",
-    request_body = ObserveBody,
+    request_body = crate::observe::Interaction,
     responses(
         (status = 200, description = "ignored: nothing stored", body = ObserveResponse),
         (status = 201, description = "candidate written", body = ObserveResponse),

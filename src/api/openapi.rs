@@ -14,7 +14,7 @@ use utoipa::openapi::HttpMethod;
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::FieldError;
-use crate::model::{Decision, EventStatus, PrivacyClass, SourceTrust, StoredEvent, Timestamp};
+use crate::model::{Decision, EventStatus, PrivacyClass, StoredEvent, Timestamp};
 
 /// Static document metadata; paths come from the router.
 #[derive(OpenApi)]
@@ -174,34 +174,6 @@ pub struct WriteResponse {
     pub decision: Decision,
     /// The stored event (201 only).
     pub event: Option<StoredEvent>,
-}
-
-/// `POST /v1/observe` body: one interaction to classify.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[serde(deny_unknown_fields)]
-pub struct ObserveBody {
-    /// The interaction text.
-    #[schema(min_length = 1, pattern = "\\S")]
-    pub text: String,
-    /// `user`, `assistant`, `tool` or `system`.
-    #[schema(pattern = "^(user|assistant|tool|system)$")]
-    pub role: String,
-    /// Who said or did it.
-    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
-    pub actor_id: String,
-    /// When it happened.
-    pub occurred_at: Timestamp,
-    /// Where it came from (at least one).
-    #[schema(min_items = 1)]
-    pub source_refs: Vec<String>,
-    /// Trust of the source.
-    pub source_trust: SourceTrust,
-    /// Project.
-    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
-    pub project_id: Option<String>,
-    /// Resources it concerns.
-    pub resource_refs: Option<Vec<String>>,
 }
 
 /// `POST /v1/observe` answer.

@@ -269,10 +269,6 @@ fn object(v: Value) -> Map<String, Value> {
     }
 }
 
-fn strings(description: &str) -> Value {
-    json!({"type": "array", "items": {"type": "string"}, "description": description})
-}
-
 /// The event body of `POST /v1/events`: the schema of [`EventInput`] (the one list of its
 /// fields) plus the body's optional `tenantId`, closed to other fields; `correction` makes
 /// `supersedesEventIds` required.
@@ -356,21 +352,7 @@ fn describe(tool: Tool) -> (&'static str, Value, ToolAnnotations) {
             "Offer a raw interaction (a user, assistant, tool or system message) and let the server \
              decide whether it is worth remembering (POST /v1/observe). Needs the writer role. \
              Answers outcome ignored (with the reason) or candidate (with the write's result).",
-            json!({
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "description": "What was said or returned, as sent."},
-                    "role": {"type": "string", "enum": ["user", "assistant", "tool", "system"]},
-                    "actorId": {"type": "string", "description": "The actor the event would be attributed to."},
-                    "occurredAt": {"type": "string", "format": "date-time", "description": "When it happened, RFC 3339."},
-                    "sourceRefs": strings("Evidence references (at least one)."),
-                    "sourceTrust": {"type": "string", "enum": ["user_provided", "tool_result", "approved_source", "operator_entered", "untrusted_content"]},
-                    "projectId": {"type": "string"},
-                    "resourceRefs": strings("What the interaction is about.")
-                },
-                "required": ["text", "role", "actorId", "occurredAt", "sourceRefs", "sourceTrust"],
-                "additionalProperties": false
-            }),
+            closed(crate::model::schema::inline::<crate::observe::Interaction>()),
             write,
         ),
         Tool::Recall => (

@@ -15,35 +15,35 @@ use crate::model::validate::Limits;
 use crate::model::{SourceTrust, Timestamp};
 
 /// The fields an observe body may carry.
-const KNOWN_FIELDS: [&str; 8] = [
-    "text",
-    "role",
-    "actorId",
-    "occurredAt",
-    "sourceRefs",
-    "sourceTrust",
-    "projectId",
-    "resourceRefs",
-];
+/// The fields an interaction may have: those of [`Interaction`]'s schema, the one list of
+/// them (the OpenAPI document and the MCP tool's input schema are derived from it too).
+static KNOWN_FIELDS: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(crate::model::schema::properties::<Interaction>);
 
-/// A validated raw interaction.
-#[derive(Debug, Clone, PartialEq)]
+/// A validated raw interaction: the body of `POST /v1/observe`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Interaction {
     /// What was said or returned, as sent.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub text: String,
     /// Who produced it.
     pub role: Role,
     /// The actor the event would be attributed to.
+    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub actor_id: String,
-    /// When it happened.
+    /// When it happened, RFC 3339.
     pub occurred_at: Timestamp,
     /// Evidence references (at least one).
+    #[schema(min_items = 1)]
     pub source_refs: Vec<String>,
     /// Trust of the source.
     pub source_trust: SourceTrust,
     /// Project, if any.
+    #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub project_id: Option<String>,
-    /// Resources the interaction is about.
+    /// Resources the interaction is about (may be omitted).
+    #[serde(default)]
     pub resource_refs: Vec<String>,
 }
 
@@ -165,7 +165,7 @@ pub fn parse_interaction(
         limits,
         errors: Vec::new(),
     };
-    for key in obj.keys().filter(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
+    for key in obj.keys().filter(|k| !KNOWN_FIELDS.contains(k)) {
         f.errors.push(FieldError::new(key.clone(), "unknown field"));
     }
     let text = f.string("text", true);
@@ -217,6 +217,47 @@ pub fn parse_interaction(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_schema_is_the_one_field_list() {
+        let schema = crate::model::schema::inline::<Interaction>();
+        let mut fields = KNOWN_FIELDS.clone();
+        fields.sort();
+        assert_eq!(
+            fields,
+            [
+                "actorId",
+                "occurredAt",
+                "projectId",
+                "resourceRefs",
+                "role",
+                "sourceRefs",
+                "sourceTrust",
+                "text"
+            ]
+        );
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(
+            required,
+            [
+                "text",
+                "role",
+                "actorId",
+                "occurredAt",
+                "sourceRefs",
+                "sourceTrust"
+            ]
+        );
+        assert_eq!(
+            schema["properties"]["role"]["enum"],
+            json!(["user", "assistant", "tool", "system"])
+        );
+    }
 
     fn now() -> Timestamp {
         Timestamp::parse("2026-07-01T00:00:00Z").expect("now")

@@ -38,7 +38,7 @@ const TOOL: usize = 4;
 const INCIDENT: usize = 5;
 
 /// Who produced the interaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The end user.
