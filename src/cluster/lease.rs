@@ -20,7 +20,6 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures_util::StreamExt;
 
 use crate::store::nats::NatsConnection;
-use crate::store::LogError;
 
 /// Why a lease operation did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -47,15 +46,6 @@ pub enum LeaseError {
         /// What went wrong.
         reason: String,
     },
-}
-
-impl From<LogError> for LeaseError {
-    fn from(e: LogError) -> Self {
-        LeaseError::Bucket {
-            bucket: String::new(),
-            reason: e.to_string(),
-        }
-    }
 }
 
 /// A lease this node holds.
@@ -114,6 +104,14 @@ impl Leases {
         self.ttl
     }
 
+    /// Runs `fut` on the connection's runtime; a lost connection is a bucket failure.
+    fn run<T: Send + 'static>(
+        &self,
+        fut: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, LeaseError> {
+        self.conn.run(&self.bucket, fut).map_err(|e| self.failed(e))
+    }
+
     fn failed(&self, reason: impl std::fmt::Display) -> LeaseError {
         LeaseError::Bucket {
             bucket: self.bucket.clone(),
@@ -126,9 +124,7 @@ impl Leases {
         let store = self.store.clone();
         let value = node.as_bytes().to_vec();
         let at = Instant::now();
-        let created = self.conn.run(&self.bucket, async move {
-            store.create(key(shard), value.into()).await
-        })?;
+        let created = self.run(async move { store.create(key(shard), value.into()).await })?;
         match created {
             Ok(revision) => Ok(Lease {
                 shard,
@@ -160,9 +156,8 @@ impl Leases {
         let (shard, revision) = (lease.shard, lease.revision);
         let value = lease.node.as_bytes().to_vec();
         let at = Instant::now();
-        let updated = self.conn.run(&self.bucket, async move {
-            store.update(key(shard), value.into(), revision).await
-        })?;
+        let updated =
+            self.run(async move { store.update(key(shard), value.into(), revision).await })?;
         match updated {
             Ok(revision) => Ok(Lease {
                 revision,
@@ -180,7 +175,7 @@ impl Leases {
     pub fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
         let store = self.store.clone();
         let (shard, revision) = (lease.shard, lease.revision);
-        let deleted = self.conn.run(&self.bucket, async move {
+        let deleted = self.run(async move {
             store
                 .delete_expect_revision(key(shard), Some(revision))
                 .await
@@ -204,11 +199,7 @@ impl Leases {
     pub fn announce(&self, node: &str) -> Result<(), LeaseError> {
         let store = self.store.clone();
         let (key, value) = (format!("node.{node}"), node.as_bytes().to_vec());
-        self.conn
-            .run(
-                &self.bucket,
-                async move { store.put(key, value.into()).await },
-            )?
+        self.run(async move { store.put(key, value.into()).await })?
             .map(|_| ())
             .map_err(|e| self.failed(e))
     }
@@ -217,25 +208,23 @@ impl Leases {
     pub fn withdraw(&self, node: &str) -> Result<(), LeaseError> {
         let store = self.store.clone();
         let key = format!("node.{node}");
-        self.conn
-            .run(&self.bucket, async move { store.delete(key).await })?
+        self.run(async move { store.delete(key).await })?
             .map_err(|e| self.failed(e))
     }
 
     /// How many nodes are announced now (advisory: an announcement lasts one TTL).
     pub fn live_nodes(&self) -> Result<usize, LeaseError> {
         let store = self.store.clone();
-        self.conn
-            .run(&self.bucket, async move {
-                let mut keys = store.keys().await.map_err(|e| e.to_string())?;
-                let mut nodes = 0;
-                while let Some(key) = keys.next().await {
-                    let key = key.map_err(|e| e.to_string())?;
-                    nodes += usize::from(key.starts_with("node."));
-                }
-                Ok::<_, String>(nodes)
-            })?
-            .map_err(|e| self.failed(e))
+        self.run(async move {
+            let mut keys = store.keys().await.map_err(|e| e.to_string())?;
+            let mut nodes = 0;
+            while let Some(key) = keys.next().await {
+                let key = key.map_err(|e| e.to_string())?;
+                nodes += usize::from(key.starts_with("node."));
+            }
+            Ok::<_, String>(nodes)
+        })?
+        .map_err(|e| self.failed(e))
     }
 
     /// Who holds `shard` now, and the revision of that lease's last write (advisory). Read
@@ -244,9 +233,8 @@ impl Leases {
     pub fn holder(&self, shard: u32) -> Result<Option<(String, u64)>, LeaseError> {
         let stream = self.store.stream.clone();
         let subject = format!("{}{}", self.store.prefix, key(shard));
-        let last = self.conn.run(&self.bucket, async move {
-            stream.get_last_raw_message_by_subject(&subject).await
-        })?;
+        let last =
+            self.run(async move { stream.get_last_raw_message_by_subject(&subject).await })?;
         match last {
             Ok(message) => {
                 let removed = message

@@ -55,15 +55,9 @@ fn tenants(node: &Node) -> Vec<String> {
         .collect()
 }
 
-/// A fresh cluster name, a first node holding every shard, and a second node beside it
-/// (their data directories live as long as the returned guard).
-struct Pair {
-    conn: NatsConnection,
-    cluster: String,
-    first: Node,
-    second: Node,
-    _dirs: [tempfile::TempDir; 2],
-}
+/// A connection, a fresh cluster name, a first node holding every shard, a second node
+/// beside it, and their data directories (alive as long as the last element is).
+type Pair = (NatsConnection, String, Node, Node, [tempfile::TempDir; 2]);
 
 fn pair(prefix: &str) -> Pair {
     let conn = NatsConnection::connect(&shared().urls).expect("connect");
@@ -75,13 +69,7 @@ fn pair(prefix: &str) -> Pair {
     let first = node(&conn, &cluster, "n1", dirs[0].path());
     wait_for_shards(&first, SHARDS as usize, Duration::from_secs(60));
     let second = node(&conn, &cluster, "n2", dirs[1].path());
-    Pair {
-        conn,
-        cluster,
-        first,
-        second,
-        _dirs: dirs,
-    }
+    (conn, cluster, first, second, dirs)
 }
 
 fn delete_streams(conn: &NatsConnection, cluster: &str) {
@@ -97,13 +85,7 @@ fn engine(node: &Node, tenant: &str) -> Engine {
 
 #[test]
 fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
-    let Pair {
-        conn,
-        cluster,
-        first,
-        second,
-        _dirs,
-    } = pair("NODE");
+    let (conn, cluster, first, second, _dirs) = pair("NODE");
     let tenants = tenants(&first);
     let rt = rt();
     let mut acked = Vec::new();
@@ -187,13 +169,7 @@ fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
 
 #[test]
 fn a_node_that_stops_cleanly_hands_its_shards_over_at_once() {
-    let Pair {
-        conn,
-        cluster,
-        first,
-        second,
-        _dirs,
-    } = pair("HANDOVER");
+    let (conn, cluster, first, second, _dirs) = pair("HANDOVER");
     let stopped = Instant::now();
     first.stop();
     wait_for_shards(&second, SHARDS as usize, Duration::from_secs(60));
