@@ -169,6 +169,51 @@ pub struct ServeArgs {
     /// Failed authentications a client address may make at once.
     #[arg(long, env = "EPISODIC_AUTH_FAILURE_BURST", default_value_t = 10)]
     pub auth_failure_burst: u32,
+    /// Cluster mode: the NATS servers holding the shared log, comma-separated
+    /// (`nats://127.0.0.1:4222,nats://127.0.0.1:4223`). Without it the node runs alone on
+    /// its data directory.
+    #[arg(long, env = "EPISODIC_CLUSTER_NATS")]
+    pub cluster_nats: Option<String>,
+    /// Cluster mode: this node's id, unique in the cluster (ASCII letters, digits, - and _).
+    #[arg(long, env = "EPISODIC_NODE_ID")]
+    pub node_id: Option<String>,
+    /// Cluster mode: the URL the other nodes reach this one at (`http://host:port`).
+    #[arg(long, env = "EPISODIC_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
+    /// Cluster mode: how many shards tenants are spread over (the same on every node, for
+    /// the cluster's life).
+    #[arg(long, env = "EPISODIC_CLUSTER_SHARDS", default_value_t = 64)]
+    pub cluster_shards: u32,
+    /// Cluster mode: the cluster's name, the prefix of its streams and buckets.
+    #[arg(long, env = "EPISODIC_CLUSTER_NAME", default_value = "EPISODIC")]
+    pub cluster_name: String,
+    /// Cluster mode: copies NATS keeps of every stream and bucket (3 survives the loss of
+    /// any one NATS server).
+    #[arg(long, env = "EPISODIC_CLUSTER_REPLICAS", default_value_t = 3)]
+    pub cluster_replicas: usize,
+    /// Cluster mode: how long a shard's lease lasts without renewal, in milliseconds (longer
+    /// than the worst NATS leader election; a failover takes about this long).
+    #[arg(long, env = "EPISODIC_CLUSTER_LEASE_TTL_MS", default_value_t = 15_000)]
+    pub cluster_lease_ttl_ms: u64,
+}
+
+/// Cluster mode's settings, checked.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// The NATS servers.
+    pub nats: String,
+    /// This node's id.
+    pub node_id: String,
+    /// Where the other nodes reach this one.
+    pub advertise_url: String,
+    /// Shards in the cluster.
+    pub shards: u32,
+    /// The cluster's name.
+    pub name: String,
+    /// Copies of every stream and bucket.
+    pub replicas: usize,
+    /// Lease TTL.
+    pub lease_ttl: Duration,
 }
 
 /// Settings of `episodic mcp --stdio`: the server's settings plus the key every tool call
@@ -307,6 +352,64 @@ impl ServeArgs {
             max_connections: self.max_connections,
             tls,
         })
+    }
+
+    /// Cluster mode's settings, or `None` without `--cluster-nats`.
+    pub fn cluster(&self) -> anyhow::Result<Option<ClusterSettings>> {
+        let Some(nats) = self.cluster_nats.as_ref().filter(|n| !n.trim().is_empty()) else {
+            anyhow::ensure!(
+                self.node_id.is_none() && self.advertise_url.is_none(),
+                "--node-id and --advertise-url need --cluster-nats"
+            );
+            return Ok(None);
+        };
+        for url in nats.split(',') {
+            anyhow::ensure!(
+                url.trim().starts_with("nats://") || url.trim().starts_with("tls://"),
+                "--cluster-nats: {url:?} is not a nats:// URL"
+            );
+        }
+        let node_id = self
+            .node_id
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("cluster mode needs --node-id"))?;
+        let advertise_url = self
+            .advertise_url
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("cluster mode needs --advertise-url"))?;
+        anyhow::ensure!(
+            advertise_url.starts_with("http://")
+                && advertise_url
+                    .trim_end_matches('/')
+                    .parse::<axum::http::Uri>()
+                    .is_ok_and(|u| u.host().is_some()),
+            "--advertise-url must be an http://host:port URL (nodes forward to each other over plain HTTP on the cluster's network)"
+        );
+        anyhow::ensure!(
+            (1..=4096).contains(&self.cluster_shards),
+            "--cluster-shards must lie in [1, 4096]"
+        );
+        anyhow::ensure!(
+            (1..=5).contains(&self.cluster_replicas),
+            "--cluster-replicas must lie in [1, 5]"
+        );
+        anyhow::ensure!(
+            (1_000..=600_000).contains(&self.cluster_lease_ttl_ms),
+            "--cluster-lease-ttl-ms must lie in [1000, 600000]"
+        );
+        anyhow::ensure!(
+            self.tls_cert.is_none(),
+            "cluster mode serves plain HTTP between nodes; terminate TLS in front of the nodes"
+        );
+        Ok(Some(ClusterSettings {
+            nats: nats.clone(),
+            node_id,
+            advertise_url: advertise_url.trim_end_matches('/').to_string(),
+            shards: self.cluster_shards,
+            name: self.cluster_name.clone(),
+            replicas: self.cluster_replicas,
+            lease_ttl: Duration::from_millis(self.cluster_lease_ttl_ms),
+        }))
     }
 
     /// Validates the failed-authentication limit.

@@ -42,6 +42,7 @@ pub mod policy;
 pub mod rank;
 pub mod read;
 pub mod retrieve;
+pub mod serving;
 pub mod store;
 pub mod telemetry;
 pub mod transfer;

@@ -7,12 +7,16 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use episodic::api::auth_limit::AuthLimiter;
+use episodic::api::forward::Forwarder;
 use episodic::api::listener::{EdgeConfig, Listener};
 use episodic::api::{router, AppState};
 use episodic::auth::KeyStore;
-use episodic::config::{McpArgs, ServeArgs};
+use episodic::cluster::{Node, NodeConfig};
+use episodic::config::{ClusterSettings, McpArgs, ServeArgs};
 use episodic::embed::{verify_model_dir, FastEmbedder};
 use episodic::engine::Engine;
+use episodic::serving::Engines;
+use episodic::store::nats::NatsConnection;
 
 #[derive(Parser)]
 #[command(name = "episodic", version, about = "Long-term episodic memory server")]
@@ -159,18 +163,107 @@ fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.engine_config()?;
     let edge = args.edge_config()?;
-    let keys = open_keys(&args)?;
+    let cluster = args.cluster()?;
+    let (keys, engines, forward, conn) = match &cluster {
+        None => (open_keys(&args)?, Engines::single(), None, None),
+        Some(settings) => {
+            let (keys, conn) = open_cluster_keys(&args, settings)?;
+            let admin = admin_key_env().expect("checked by open_cluster_keys");
+            let forward = Arc::new(Forwarder::new(&settings.node_id, &admin));
+            let engines = Engines::Cluster(Arc::new(OnceLock::new()));
+            (keys, engines, Some(forward), Some(conn))
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("episodic-io")
         .build()?;
     let state = AppState {
-        engine: Arc::new(OnceLock::new()),
+        engines,
+        forward,
         keys: Arc::new(keys),
         body_limit: args.max_body_bytes,
         auth_limit: Arc::new(AuthLimiter::new(args.auth_failure_limit()?)),
     };
-    runtime.block_on(run(args, edge, config, state))
+    let load = Load {
+        model_dir: args.model_dir.clone(),
+        config,
+        cluster: cluster.zip(conn),
+    };
+    runtime.block_on(run(args, edge, load, state))
+}
+
+fn admin_key_env() -> Option<String> {
+    std::env::var("EPISODIC_ADMIN_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
+}
+
+/// Cluster mode: connects to NATS and opens the replicated key store, whose admin key is
+/// `EPISODIC_ADMIN_KEY` (the same on every node).
+fn open_cluster_keys(
+    args: &ServeArgs,
+    settings: &ClusterSettings,
+) -> anyhow::Result<(KeyStore, NatsConnection)> {
+    verify_model_dir(&args.model_dir)?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let admin = admin_key_env().ok_or_else(|| {
+        anyhow::anyhow!("cluster mode needs EPISODIC_ADMIN_KEY, the same on every node")
+    })?;
+    let conn = NatsConnection::connect(&settings.nats)
+        .with_context(|| format!("connecting to NATS at {}", settings.nats))?;
+    let bucket = format!("{}_KEYS", settings.name);
+    let mut keys = KeyStore::open_replicated(&conn, &bucket, settings.replicas, &admin)?;
+    if let Some(token) = std::env::var("EPISODIC_METRICS_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        keys.set_metrics_token(&token)?;
+    }
+    Ok((keys, conn))
+}
+
+/// What the loader needs: the model, the engine settings, and in cluster mode the node's
+/// settings and connection.
+struct Load {
+    model_dir: std::path::PathBuf,
+    config: episodic::engine::EngineConfig,
+    cluster: Option<(ClusterSettings, NatsConnection)>,
+}
+
+impl Load {
+    /// Loads the model, then opens the engine or starts the cluster node (blocking).
+    fn run(self, engines: &Engines) -> anyhow::Result<()> {
+        match (self.cluster, engines) {
+            (None, Engines::Single(slot)) => {
+                let engine = load_engine(&self.model_dir, self.config)?;
+                let _ = slot.set(engine);
+                tracing::info!("ready");
+            }
+            (Some((settings, conn)), Engines::Cluster(slot)) => {
+                let embedder = FastEmbedder::load(&self.model_dir)?;
+                episodic::observe::Observer::shared(&embedder)?;
+                let node = Node::start(
+                    &conn,
+                    NodeConfig {
+                        node_id: settings.node_id.clone(),
+                        advertise_url: settings.advertise_url,
+                        cluster: settings.name,
+                        shards: settings.shards,
+                        lease_ttl: settings.lease_ttl,
+                        replicas: settings.replicas,
+                        engine: self.config,
+                    },
+                    Arc::new(embedder),
+                )?;
+                let _ = slot.set(Arc::new(node));
+                tracing::info!(node = %settings.node_id, "joined the cluster; taking shards");
+            }
+            _ => anyhow::bail!("the engines do not match the mode"),
+        }
+        Ok(())
+    }
 }
 
 /// Checks the model files, creates the data dir and opens the key store (as `serve` and
@@ -212,15 +305,17 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
         args.stdio,
         "pass --stdio (the streamable HTTP transport is /mcp on `episodic serve`)"
     );
+    anyhow::ensure!(
+        args.serve.cluster()?.is_none(),
+        "mcp --stdio serves one node's data directory; in cluster mode use /mcp of any node"
+    );
     let config = args.serve.engine_config()?;
     let keys = open_keys(&args.serve)?;
     keys.authenticate(&args.api_key)
         .map_err(|p| anyhow::anyhow!("--api-key: {}: {}", p.code().as_str(), p))?;
     let engine = load_engine(&args.serve.model_dir, config)?;
-    let slot = Arc::new(OnceLock::new());
-    let _ = slot.set(engine.clone());
     let state = episodic::mcp::McpState {
-        engine: slot,
+        engines: Engines::of(engine.clone()),
         keys: Arc::new(keys),
         body_limit: args.serve.max_body_bytes,
     };
@@ -234,12 +329,7 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
     served
 }
 
-async fn run(
-    args: ServeArgs,
-    edge: EdgeConfig,
-    config: episodic::engine::EngineConfig,
-    state: AppState,
-) -> anyhow::Result<()> {
+async fn run(args: ServeArgs, edge: EdgeConfig, load: Load, state: AppState) -> anyhow::Result<()> {
     let listener = Listener::bind(edge).await?;
     tracing::info!(
         addr = %args.listen,
@@ -247,20 +337,25 @@ async fn run(
         max_connections = listener.max_connections(),
         "listening; loading model and indexes"
     );
-    let engine_slot = state.engine.clone();
-    let model_dir = args.model_dir.clone();
-    let loader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        let engine = load_engine(&model_dir, config)?;
-        let _ = engine_slot.set(engine);
-        tracing::info!("ready");
-        Ok(())
-    });
+    let engines = state.engines.clone();
+    let loader = tokio::task::spawn_blocking(move || load.run(&engines));
     let app = router(state.clone());
     let serve_task = tokio::spawn(listener.serve(app, shutdown_signal()));
     loader.await.context("loader task")??;
     serve_task.await.context("server task")?;
-    if let Some(engine) = state.engine.get() {
-        engine.shutdown().await;
+    match &state.engines {
+        Engines::Single(slot) => {
+            if let Some(engine) = slot.get() {
+                engine.shutdown().await;
+            }
+        }
+        Engines::Cluster(slot) => {
+            if let Some(node) = slot.get().cloned() {
+                tokio::task::spawn_blocking(move || node.stop())
+                    .await
+                    .context("stopping the node")?;
+            }
+        }
     }
     Ok(())
 }

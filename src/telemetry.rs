@@ -42,6 +42,18 @@ pub const HTTP_CONNECTIONS_CUT: &str = "episodic_http_connections_cut_total";
 /// Requests refused with 429 for too many failed authentications from their address.
 pub const AUTH_LIMITED: &str = "episodic_auth_limited_total";
 
+/// Seconds from publishing a batch of log records to the last acknowledgement (cluster
+/// mode: every record of the batch is on a quorum of the stream's replicas).
+pub const LOG_PUBLISH_SECONDS: &str = "episodic_log_publish_seconds";
+/// Lease renewals by result (`ok`, `failed`: retried, `lost`: the shard was stopped).
+pub const LEASE_RENEWALS: &str = "episodic_cluster_lease_renewals_total";
+/// Shards this node took over from another node whose lease lapsed or was released.
+pub const FAILOVERS: &str = "episodic_cluster_failovers_total";
+/// Shards whose lease this node holds (serving or catching up).
+pub const SHARDS_HELD: &str = "episodic_cluster_shards_held";
+/// Requests handed to the node owning their tenant's shard, by result (`ok`, `failed`).
+pub const FORWARDED: &str = "episodic_cluster_forwarded_total";
+
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
@@ -88,6 +100,18 @@ fn describe() {
         "failed scope index commits, updates and repairs"
     );
     metrics::describe_gauge!(HTTP_CONNECTIONS, "open client connections being served");
+    metrics::describe_histogram!(
+        LOG_PUBLISH_SECONDS,
+        metrics::Unit::Seconds,
+        "log batch publish to last quorum acknowledgement (cluster mode)"
+    );
+    metrics::describe_counter!(LEASE_RENEWALS, "shard lease renewals by result");
+    metrics::describe_counter!(FAILOVERS, "shards taken over from another node");
+    metrics::describe_gauge!(SHARDS_HELD, "shards whose lease this node holds");
+    metrics::describe_counter!(
+        FORWARDED,
+        "requests forwarded to the owning node, by result"
+    );
     metrics::describe_counter!(
         HTTP_CONNECTIONS_CUT,
         "connections ended or refused by the server, by reason"
@@ -174,6 +198,31 @@ pub fn policy_decision(outcome: &'static str) {
 /// Records a failed scope-index commit, update or repair.
 pub fn scope_index_failure() {
     metrics::counter!(SCOPE_INDEX_FAILURES).increment(1);
+}
+
+/// A log batch was acknowledged by a quorum after `elapsed`.
+pub fn log_published(elapsed: Duration) {
+    metrics::histogram!(LOG_PUBLISH_SECONDS).record(elapsed.as_secs_f64());
+}
+
+/// A lease renewal ended with `result`.
+pub fn lease_renewal(result: &'static str) {
+    metrics::counter!(LEASE_RENEWALS, "result" => result).increment(1);
+}
+
+/// This node took over a shard from another node.
+pub fn cluster_failover() {
+    metrics::counter!(FAILOVERS).increment(1);
+}
+
+/// This node now holds `n` shards' leases.
+pub fn cluster_shards_held(n: usize) {
+    metrics::gauge!(SHARDS_HELD).set(n as f64);
+}
+
+/// A request was forwarded to its owner with `result`.
+pub fn forwarded(result: &'static str) {
+    metrics::counter!(FORWARDED, "result" => result).increment(1);
 }
 
 /// The engine's gauges at one scrape (read by the engine, see `Engine::gauges`).

@@ -132,7 +132,7 @@ fn check_content_type(req: &Request) -> Result<(), Problem> {
     ))
 }
 
-async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
+pub(super) async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
     match axum::body::to_bytes(body, limit).await {
         Ok(bytes) => Ok(bytes),
         Err(e) => {

@@ -74,7 +74,7 @@ pub async fn retrieve(
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::READER)?;
     let req = parse(&body)?;
-    let resp = state.engine()?.recall(&grant, req).await?;
+    let resp = state.engine(&grant)?.recall(&grant, req).await?;
     let docs: Vec<Value> = resp.results.iter().map(document).collect();
     Ok(Json(json!({ "response": docs })))
 }

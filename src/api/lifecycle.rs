@@ -44,7 +44,7 @@ pub async fn delete_event(
     Path(event_id): Path<String>,
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::OPERATOR)?;
-    let receipt = state.engine()?.delete(&grant, &event_id).await?;
+    let receipt = state.engine(&grant)?.delete(&grant, &event_id).await?;
     Ok(Json(json!(receipt)))
 }
 
@@ -70,7 +70,7 @@ pub async fn erasure(
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::OPERATOR)?;
     let actor = parse_erasure(&body)?;
-    let receipt = state.engine()?.erase(&grant, &actor).await?;
+    let receipt = state.engine(&grant)?.erase(&grant, &actor).await?;
     Ok(Json(json!(receipt)))
 }
 
@@ -118,7 +118,8 @@ pub async fn compact(
     Auth(principal): Auth,
 ) -> Result<Json<Value>, Problem> {
     principal.require_admin()?;
-    let report = state.engine()?.compact(principal.key_id()).await?;
+    let engine = super::routes::single_engine(&state, "compaction")?;
+    let report = engine.compact(principal.key_id()).await?;
     Ok(Json(json!(report)))
 }
 
@@ -150,7 +151,7 @@ pub async fn audit(
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::OPERATOR)?;
     let q = parse_audit_query(&params)?;
-    let entries = state.engine()?.audit_page(&grant, &q).await?;
+    let entries = state.engine(&grant)?.audit_page(&grant, &q).await?;
     let next = (entries.len() == q.limit)
         .then(|| entries.last().map(|e| e.seq.to_string()))
         .flatten();
@@ -177,7 +178,7 @@ pub async fn history(
     Path(event_id): Path<String>,
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::READER)?;
-    let (current, entries) = state.engine()?.history(&grant, &event_id).await?;
+    let (current, entries) = state.engine(&grant)?.history(&grant, &event_id).await?;
     Ok(Json(
         json!({"eventId": event_id, "event": current, "history": entries}),
     ))

@@ -12,7 +12,9 @@
 //! connection cap.
 
 pub mod auth_limit;
+mod cluster;
 mod extract;
+pub mod forward;
 mod langchain;
 mod lifecycle;
 pub mod listener;
@@ -24,7 +26,7 @@ pub mod request_id;
 mod reviews;
 mod routes;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::middleware::{from_fn_with_state, map_request, Next};
@@ -36,9 +38,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::KeyStore;
+use crate::auth::{KeyStore, TenantGrant};
 use crate::engine::Engine;
-use crate::error::ErrorCode;
+use crate::serving::Engines;
 use crate::wire::Problem;
 use auth_limit::AuthLimiter;
 use extract::Auth;
@@ -49,8 +51,10 @@ pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
 /// Shared handler state.
 #[derive(Clone)]
 pub struct AppState {
-    /// Set once the engine has loaded.
-    pub engine: Arc<OnceLock<Engine>>,
+    /// The engines, set once loaded (one, or a cluster node's per shard).
+    pub engines: Engines,
+    /// In cluster mode, how requests for another node's tenants reach it.
+    pub forward: Option<Arc<forward::Forwarder>>,
     /// API keys.
     pub keys: Arc<KeyStore>,
     /// Maximum request body size.
@@ -63,17 +67,16 @@ impl AppState {
     /// What the MCP server at `/mcp` serves from.
     pub fn mcp(&self) -> crate::mcp::McpState {
         crate::mcp::McpState {
-            engine: Arc::clone(&self.engine),
+            engines: self.engines.clone(),
             keys: Arc::clone(&self.keys),
             body_limit: self.body_limit,
         }
     }
 
-    /// The engine, or 503 `not_ready` while it loads.
-    pub fn engine(&self) -> Result<&Engine, Problem> {
-        self.engine
-            .get()
-            .ok_or_else(|| Problem::new(ErrorCode::NotReady, "the engine is still loading"))
+    /// The engine serving `grant`'s tenant here, or 503 `not_ready` while it loads (or,
+    /// in cluster mode, while the tenant's shard moves).
+    pub fn engine(&self, grant: &TenantGrant) -> Result<Engine, Problem> {
+        self.engines.for_tenant(grant.tenant())
     }
 }
 
@@ -100,6 +103,8 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::revoke_key))
         .routes(routes!(routes::rotate_admin_key))
         .routes(routes!(routes::get_policy))
+        .routes(routes!(cluster::cluster_status))
+        .routes(routes!(cluster::move_shard))
         .routes(routes!(routes::replay_policy))
         .routes(routes!(ops::openapi_json))
         .routes(routes!(ops::docs_page))
@@ -117,7 +122,8 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .merge(mcp)
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
-        .with_state(state)
+        .with_state(state.clone())
+        .layer(from_fn_with_state(state, forward::route))
         .layer(axum::middleware::from_fn(problem::errors_as_problems))
         .layer(axum::middleware::from_fn(ops::observe_request))
         .layer(PropagateRequestIdLayer::new(request_id::HEADER))

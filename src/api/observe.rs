@@ -39,6 +39,6 @@ pub async fn observe(
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let grant = principal.grant(roles::WRITER)?;
-    let (status, body) = observe_interaction(state.engine()?, &grant, &body).await?;
+    let (status, body) = observe_interaction(&state.engine(&grant)?, &grant, &body).await?;
     Ok((status, Json(body)).into_response())
 }

@@ -110,7 +110,10 @@ pub async fn metrics(State(state): State<AppState>, Auth(principal): Auth) -> Re
         .with_extra("missingRole", Value::String(roles::METRICS.to_string()))
         .into_response();
     }
-    let engine = state.engine.get().cloned();
+    let engine = match &state.engines {
+        crate::serving::Engines::Single(_) => state.engines.local().ok().and_then(|mut e| e.pop()),
+        crate::serving::Engines::Cluster(_) => None,
+    };
     let text = tokio::task::spawn_blocking(move || {
         crate::telemetry::render(engine.map(|e| e.gauges()).as_ref())
     })

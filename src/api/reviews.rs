@@ -41,7 +41,7 @@ pub async fn list(
     let grant = principal.tenant_grant()?;
     let limit = parse_list_params(&params)?;
     let items: Vec<Value> = state
-        .engine()?
+        .engine(&grant)?
         .pending_reviews(&grant, limit)
         .into_iter()
         .map(|(event, decision)| json!({"event": event, "decision": decision}))
@@ -118,7 +118,10 @@ async fn decide(
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.tenant_grant()?;
     let note = parse_note(body)?;
-    let outcome = state.engine()?.review(&grant, id, approve, note).await?;
+    let outcome = state
+        .engine(&grant)?
+        .review(&grant, id, approve, note)
+        .await?;
     Ok(Json(json!(outcome)))
 }
 

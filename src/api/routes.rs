@@ -18,11 +18,12 @@ use super::openapi::{
 };
 use super::AppState;
 use crate::auth::{roles, Limits, Revocation};
-use crate::engine::WriteOutcome;
+use crate::engine::{Engine, WriteOutcome};
 use crate::error::{ErrorCode, FieldError};
 use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
+use crate::serving::Engines;
 use crate::wire::{event_input, write_body, Problem};
 
 /// `GET /healthz`: the process is up.
@@ -53,11 +54,22 @@ pub async fn healthz() -> Json<Value> {
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
-    let engine = state.engine()?;
+    if !state.engines.ready() {
+        let detail = match state.engines.node() {
+            Some(_) => "the node's shards are still catching up",
+            None => "the engine is still loading",
+        };
+        return Err(Problem::new(ErrorCode::NotReady, detail));
+    }
     // Readiness says nothing about what is stored (no counts, no sizes): it is unauthenticated.
-    let (status, scope) = match engine.scope_health().degraded() {
-        None => ("ready", "ok"),
-        Some(_) => ("degraded", "degraded"),
+    let engines = state.engines.local()?;
+    let degraded = engines
+        .iter()
+        .any(|e| e.scope_health().degraded().is_some());
+    let (status, scope) = if degraded {
+        ("degraded", "degraded")
+    } else {
+        ("ready", "ok")
     };
     Ok(Json(json!({"status": status, "indexes": {"scope": scope}})))
 }
@@ -107,8 +119,8 @@ pub async fn write_event(
 ) -> Result<Response, Problem> {
     let grant = principal.grant(roles::WRITER)?;
     let wait_for = refresh_param(&params)?;
-    let engine = state.engine()?;
-    let input = event_input(engine, &grant, &body)?;
+    let engine = state.engine(&grant)?;
+    let input = event_input(&engine, &grant, &body)?;
     let outcome = engine.write(&grant, input, wait_for).await?;
     Ok(write_response(outcome))
 }
@@ -138,7 +150,7 @@ pub async fn get_event(
     Path(event_id): Path<String>,
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::READER)?;
-    let event = state.engine()?.get(&grant, &event_id)?;
+    let event = state.engine(&grant)?.get(&grant, &event_id)?;
     Ok(Json(json!(event)))
 }
 
@@ -164,7 +176,7 @@ pub async fn recall(
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::READER)?;
     let req = RecallRequest::parse(&body)?;
-    let resp = state.engine()?.recall(&grant, req).await?;
+    let resp = state.engine(&grant)?.recall(&grant, req).await?;
     Ok(Json(json!(resp)))
 }
 
@@ -199,7 +211,7 @@ pub async fn timeline(
 ) -> Result<Json<Value>, Problem> {
     let grant = principal.grant(roles::READER)?;
     let query = TimelineQuery::parse(&params)?;
-    let page = state.engine()?.timeline(&grant, query).await?;
+    let page = state.engine(&grant)?.timeline(&grant, query).await?;
     Ok(Json(json!(page)))
 }
 
@@ -515,7 +527,7 @@ pub async fn get_policy(
     Auth(principal): Auth,
 ) -> Result<Json<Value>, Problem> {
     principal.require_admin()?;
-    Ok(Json(json!(state.engine()?.config().policy)))
+    Ok(Json(json!(state.engines.config()?.policy)))
 }
 
 /// `POST /v1/admin/policy/replay` (admin), body `{policy, dryRun}`: re-decide stored events.
@@ -540,11 +552,23 @@ pub async fn replay_policy(
 ) -> Result<Json<Value>, Problem> {
     principal.require_admin()?;
     let (policy, dry_run) = parse_replay(&body)?;
-    let report = state
-        .engine()?
+    let engine = single_engine(&state, "policy replay")?;
+    let report = engine
         .reevaluate_policy(policy, dry_run, principal.key_id())
         .await?;
     Ok(Json(json!(report)))
+}
+
+/// The one engine of a single node, for the admin operations that rewrite every tenant's
+/// state at once; a cluster node answers 409 `conflict` for them (see the cluster docs).
+pub(super) fn single_engine(state: &AppState, what: &str) -> Result<Engine, Problem> {
+    match &state.engines {
+        Engines::Single(_) => Ok(state.engines.local()?.remove(0)),
+        Engines::Cluster(_) => Err(Problem::new(
+            ErrorCode::Conflict,
+            format!("{what} is not available in cluster mode"),
+        )),
+    }
 }
 
 fn parse_replay(body: &Value) -> Result<(crate::policy::WritePolicy, bool), Problem> {

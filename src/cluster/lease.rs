@@ -64,6 +64,33 @@ pub struct Lease {
     pub renewed_at: Instant,
 }
 
+/// What a node announces about itself.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Announcement {
+    node: String,
+    url: String,
+}
+
+/// Who is live and who holds what, read from the bucket at one moment (advisory).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// Live nodes and the URL each is reached at.
+    pub nodes: std::collections::BTreeMap<String, String>,
+    /// Held shards: the holder and the revision of the lease's last write.
+    pub shards: std::collections::BTreeMap<u32, (String, u64)>,
+    /// Shards being handed to a named node (only that node may take them meanwhile).
+    pub handoffs: std::collections::BTreeMap<u32, String>,
+}
+
+impl ClusterView {
+    /// The URL of the node holding `shard`, if it is held by a live node.
+    pub fn owner_url(&self, shard: u32) -> Option<(&str, &str)> {
+        let (owner, _) = self.shards.get(&shard)?;
+        let url = self.nodes.get(owner)?;
+        Some((owner.as_str(), url.as_str()))
+    }
+}
+
 /// The leases of one cluster's shards.
 pub struct Leases {
     conn: NatsConnection,
@@ -195,10 +222,68 @@ impl Leases {
         }
     }
 
-    /// Announces `node` as live for one TTL (renewed by announcing again).
-    pub fn announce(&self, node: &str) -> Result<(), LeaseError> {
+    /// Announces `node`, reachable by other nodes at `url`, as live for one TTL (renewed by
+    /// announcing again).
+    pub fn announce(&self, node: &str, url: &str) -> Result<(), LeaseError> {
         let store = self.store.clone();
-        let (key, value) = (format!("node.{node}"), node.as_bytes().to_vec());
+        let key = format!("node.{node}");
+        let value = serde_json::to_vec(&Announcement {
+            node: node.to_string(),
+            url: url.to_string(),
+        })
+        .map_err(|e| self.failed(e))?;
+        self.run(async move { store.put(key, value.into()).await })?
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
+    }
+
+    /// Every live node and every held shard, as the bucket says now (advisory).
+    pub fn view(&self) -> Result<ClusterView, LeaseError> {
+        let store = self.store.clone();
+        let entries = self
+            .run(async move {
+                let mut keys = store.keys().await.map_err(|e| e.to_string())?;
+                let mut names = Vec::new();
+                while let Some(key) = keys.next().await {
+                    names.push(key.map_err(|e| e.to_string())?);
+                }
+                let mut entries = Vec::with_capacity(names.len());
+                for name in names {
+                    if let Some(entry) = store.entry(&name).await.map_err(|e| e.to_string())? {
+                        if entry.operation == kv::Operation::Put {
+                            entries.push((name, entry.value, entry.revision));
+                        }
+                    }
+                }
+                Ok::<_, String>(entries)
+            })?
+            .map_err(|e| self.failed(e))?;
+        let mut view = ClusterView::default();
+        for (name, value, revision) in entries {
+            if let Some(node) = name.strip_prefix("node.") {
+                if let Ok(a) = serde_json::from_slice::<Announcement>(&value) {
+                    view.nodes.insert(node.to_string(), a.url);
+                }
+            } else if let Some(shard) = name.strip_prefix("handoff.") {
+                if let Ok(shard) = shard.parse::<u32>() {
+                    let to = String::from_utf8_lossy(&value).into_owned();
+                    view.handoffs.insert(shard, to);
+                }
+            } else if let Some(shard) = name.strip_prefix("shard.") {
+                if let Ok(shard) = shard.parse::<u32>() {
+                    let owner = String::from_utf8_lossy(&value).into_owned();
+                    view.shards.insert(shard, (owner, revision));
+                }
+            }
+        }
+        Ok(view)
+    }
+
+    /// Marks `shard` as being handed to `node` for one TTL: no other node takes it meanwhile
+    /// (advisory, as every read of the view is; the lease is still taken by create).
+    pub fn hand_off(&self, shard: u32, node: &str) -> Result<(), LeaseError> {
+        let store = self.store.clone();
+        let (key, value) = (format!("handoff.{shard}"), node.as_bytes().to_vec());
         self.run(async move { store.put(key, value.into()).await })?
             .map(|_| ())
             .map_err(|e| self.failed(e))
@@ -214,17 +299,7 @@ impl Leases {
 
     /// How many nodes are announced now (advisory: an announcement lasts one TTL).
     pub fn live_nodes(&self) -> Result<usize, LeaseError> {
-        let store = self.store.clone();
-        self.run(async move {
-            let mut keys = store.keys().await.map_err(|e| e.to_string())?;
-            let mut nodes = 0;
-            while let Some(key) = keys.next().await {
-                let key = key.map_err(|e| e.to_string())?;
-                nodes += usize::from(key.starts_with("node."));
-            }
-            Ok::<_, String>(nodes)
-        })?
-        .map_err(|e| self.failed(e))
+        Ok(self.view()?.nodes.len())
     }
 
     /// Who holds `shard` now, and the revision of that lease's last write (advisory). Read

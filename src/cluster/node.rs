@@ -10,22 +10,28 @@
 //!   ⌈shards ÷ live nodes⌉, live nodes being those whose announcement has not expired, so
 //!   the shards of a node that died are taken by the others once its leases expire;
 //! - a shard's engine lives in its own directory under the node's data directory and
-//!   catches up from the shard's stream when it opens, embedding nothing.
+//!   catches up from the shard's stream when it opens, embedding nothing; engines open on
+//!   their own thread, one at a time, while the coordination thread keeps renewing every
+//!   lease (a long replay never lets the node's other leases lapse); an engine whose lease
+//!   was lost while it opened is closed, never served;
+//! - the node's view of the cluster (who is live at which URL, who holds which shard) is
+//!   refreshed every coordination round and is advisory: it only says where to forward.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
-use super::lease::{Lease, LeaseError, Leases};
+use super::lease::{ClusterView, Lease, LeaseError, Leases};
 use super::shards::{shard_of, stream_name};
+use crate::cpu::CpuPool;
 use crate::embed::Embedder;
 use crate::engine::{Engine, EngineConfig};
-use crate::store::nats::NatsConnection;
+use crate::store::nats::{NatsConnection, WriteLease};
 use crate::store::LogLocation;
 
 /// How a node is set up.
@@ -33,6 +39,8 @@ use crate::store::LogLocation;
 pub struct NodeConfig {
     /// This node's id (ASCII letters, digits, `-` and `_`).
     pub node_id: String,
+    /// Where the other nodes reach this one (`http://host:port`), announced with it.
+    pub advertise_url: String,
     /// The cluster's name: its lease bucket and the prefix of its streams (ASCII letters,
     /// digits, `-` and `_`).
     pub cluster: String,
@@ -43,13 +51,51 @@ pub struct NodeConfig {
     /// Copies each stream and the lease bucket keep.
     pub replicas: usize,
     /// The engine settings of every shard; its `data_dir` is the node's, each shard's engine
-    /// gets a directory below it, and its `log` is replaced by the shard's stream.
+    /// gets a directory below it, and its `log` is replaced by the shard's stream. The
+    /// shards share one CPU pool of `cpu_threads`.
     pub engine: EngineConfig,
 }
 
-struct Owned {
+/// A shard this node holds the lease of; its engine is `None` while it opens.
+struct Held {
     lease: Lease,
-    engine: Engine,
+    /// What the shard's log checks before every append.
+    writable: WriteLease,
+    engine: Option<Engine>,
+    /// Handed here by an operator's move: never shed to even out the shares.
+    moved_here: bool,
+}
+
+/// Where a tenant's requests are served.
+#[derive(Clone)]
+pub enum Route {
+    /// Here, by this engine.
+    Local(Engine),
+    /// Here, once the shard's engine has caught up.
+    Opening,
+    /// By another node.
+    Remote {
+        /// The node holding the shard.
+        node: String,
+        /// Where it is reached.
+        url: String,
+    },
+    /// Nowhere now: nobody holds the shard (it is between owners).
+    Unowned,
+}
+
+/// One held shard, for status reports.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldShard {
+    /// The shard.
+    pub shard: u32,
+    /// The epoch of this node's lease.
+    pub epoch: u64,
+    /// The shard's stream.
+    pub stream: String,
+    /// Whether its engine has caught up and serves.
+    pub serving: bool,
 }
 
 struct Inner {
@@ -57,8 +103,15 @@ struct Inner {
     conn: NatsConnection,
     leases: Leases,
     embedder: Arc<dyn Embedder>,
-    owned: RwLock<HashMap<u32, Owned>>,
+    cpu: CpuPool,
+    held: RwLock<HashMap<u32, Held>>,
+    view: RwLock<ClusterView>,
+    /// The last holder other than this node each shard was seen with (to tell a failover
+    /// from a first take).
+    seen_holders: Mutex<HashMap<u32, String>>,
+    first_round: AtomicBool,
     stop: AtomicBool,
+    opener: Mutex<Option<mpsc::Sender<Lease>>>,
     /// Runs the engines' async shutdowns from the coordination thread.
     runtime: tokio::runtime::Runtime,
 }
@@ -66,7 +119,7 @@ struct Inner {
 /// A running node; dropping it stops it as [`Node::stop`] does.
 pub struct Node {
     inner: Arc<Inner>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -96,29 +149,53 @@ impl Node {
         let bucket = format!("{}_LEASES", config.cluster);
         let leases = Leases::open(conn, &bucket, config.replicas, config.lease_ttl)
             .with_context(|| format!("opening the lease bucket {bucket}"))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        // Multi-threaded (one worker) so the coordination thread and an operator's hand-off
+        // may both wait on it at once.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("episodic-node")
             .enable_all()
             .build()
             .context("starting the node's runtime")?;
+        let cpu = match &config.engine.cpu_pool {
+            Some(pool) => pool.clone(),
+            None => CpuPool::new(config.engine.cpu_threads).context("building the cpu pool")?,
+        };
+        let (open_tx, open_rx) = mpsc::channel();
         let inner = Arc::new(Inner {
             config,
             conn: conn.clone(),
             leases,
             embedder,
-            owned: RwLock::new(HashMap::new()),
+            cpu,
+            held: RwLock::new(HashMap::new()),
+            view: RwLock::new(ClusterView::default()),
+            seen_holders: Mutex::new(HashMap::new()),
+            first_round: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            opener: Mutex::new(Some(open_tx)),
             runtime,
         });
         inner.announce()?;
         let worker = Arc::clone(&inner);
-        let thread = std::thread::Builder::new()
+        let coordination = std::thread::Builder::new()
             .name("episodic-cluster".into())
             .spawn(move || worker.run())
             .context("starting the node's coordination thread")?;
+        let worker = Arc::clone(&inner);
+        let opener = std::thread::Builder::new()
+            .name("episodic-shard-open".into())
+            .spawn(move || worker.open_shards(&open_rx))
+            .context("starting the node's shard opener")?;
         Ok(Node {
             inner,
-            thread: Some(thread),
+            threads: Mutex::new(vec![coordination, opener]),
         })
+    }
+
+    /// This node's settings.
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.config
     }
 
     /// The shard `tenant` lives on.
@@ -126,21 +203,104 @@ impl Node {
         shard_of(tenant, self.inner.config.shards)
     }
 
-    /// The engine serving `tenant`, if this node holds its shard.
+    /// The engine serving `tenant`, if this node holds its shard and has caught up.
     pub fn engine_for(&self, tenant: &str) -> Option<Engine> {
-        let shard = self.shard_of(tenant);
-        self.inner
-            .owned
-            .read()
-            .get(&shard)
-            .map(|o| o.engine.clone())
+        match self.route(tenant) {
+            Route::Local(engine) => Some(engine),
+            _ => None,
+        }
     }
 
-    /// The shards this node holds, in order.
+    /// Where `tenant`'s requests are served, as this node knows now.
+    pub fn route(&self, tenant: &str) -> Route {
+        let shard = self.shard_of(tenant);
+        if let Some(held) = self.inner.held.read().get(&shard) {
+            return match &held.engine {
+                Some(engine) => Route::Local(engine.clone()),
+                None => Route::Opening,
+            };
+        }
+        let view = self.inner.view.read();
+        match view.owner_url(shard) {
+            Some((node, _)) if node == self.inner.config.node_id => Route::Unowned,
+            Some((node, url)) => Route::Remote {
+                node: node.to_string(),
+                url: url.to_string(),
+            },
+            None => Route::Unowned,
+        }
+    }
+
+    /// Reads the cluster's view again now (after a forward found the owner moved).
+    pub fn refresh_view(&self) -> Result<(), LeaseError> {
+        self.inner.refresh_view()
+    }
+
+    /// The cluster as this node last read it.
+    pub fn view(&self) -> ClusterView {
+        self.inner.view.read().clone()
+    }
+
+    /// The engines this node serves, by shard, in order.
+    pub fn engines(&self) -> Vec<(u32, Engine)> {
+        let mut engines: Vec<(u32, Engine)> = self
+            .inner
+            .held
+            .read()
+            .iter()
+            .filter_map(|(shard, h)| h.engine.clone().map(|e| (*shard, e)))
+            .collect();
+        engines.sort_unstable_by_key(|(shard, _)| *shard);
+        engines
+    }
+
+    /// The shards this node serves (caught up), in order.
     pub fn owned_shards(&self) -> Vec<u32> {
-        let mut shards: Vec<u32> = self.inner.owned.read().keys().copied().collect();
-        shards.sort_unstable();
-        shards
+        self.engines().into_iter().map(|(shard, _)| shard).collect()
+    }
+
+    /// The shards this node holds the lease of, serving or still opening.
+    pub fn held_shards(&self) -> Vec<HeldShard> {
+        let mut held: Vec<HeldShard> = self
+            .inner
+            .held
+            .read()
+            .iter()
+            .map(|(shard, h)| HeldShard {
+                shard: *shard,
+                epoch: h.lease.epoch,
+                stream: stream_name(&self.inner.config.cluster, *shard, 1),
+                serving: h.engine.is_some(),
+            })
+            .collect();
+        held.sort_unstable_by_key(|h| h.shard);
+        held
+    }
+
+    /// Ready: the node has taken its share once, and every shard it holds has caught up.
+    pub fn ready(&self) -> bool {
+        self.inner.first_round.load(Ordering::SeqCst)
+            && self.inner.held.read().values().all(|h| h.engine.is_some())
+    }
+
+    /// The connection to the cluster.
+    pub fn connection(&self) -> &NatsConnection {
+        &self.inner.conn
+    }
+
+    /// Hands `shard`, which this node holds, to node `to`: marks the hand-off, stops the
+    /// shard's engine and releases the lease; `to` takes it on its next round and replays
+    /// the stream from its own last state. Fails if this node does not hold the shard.
+    pub fn hand_off(&self, shard: u32, to: &str) -> Result<(), LeaseError> {
+        if !self.inner.held.read().contains_key(&shard) {
+            return Err(LeaseError::Held {
+                shard,
+                node: self.owner_of_shard(shard)?.unwrap_or_default(),
+            });
+        }
+        self.inner.leases.hand_off(shard, to)?;
+        self.inner.give_up(shard);
+        Ok(())
     }
 
     /// The node holding `shard`'s lease now, as the bucket says (advisory).
@@ -150,28 +310,37 @@ impl Node {
 
     /// Stops the node: its engines are shut down, then its leases released, so other nodes
     /// may take its shards at once.
-    pub fn stop(mut self) {
+    pub fn stop(&self) {
         self.halt(true);
     }
 
     /// Stops the node as a crash would look to the others: the engines stop, nothing is
     /// released, and the leases lapse after their TTL (for tests of failover).
-    pub fn abandon(mut self) {
+    pub fn abandon(&self) {
         self.halt(false);
     }
 
-    fn halt(&mut self, release: bool) {
+    fn halt(&self, release: bool) {
         self.inner.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
+        self.inner.opener.lock().take();
+        let threads: Vec<_> = self.threads.lock().drain(..).collect();
+        if threads.is_empty() {
+            return;
+        }
+        for thread in threads {
             let _ = thread.join();
         }
-        let owned: Vec<(u32, Owned)> = self.inner.owned.write().drain().collect();
-        for (_, o) in owned {
-            self.inner.close(&o.engine);
+        let held: Vec<(u32, Held)> = self.inner.held.write().drain().collect();
+        for (_, h) in held {
+            h.writable.revoke();
+            if let Some(engine) = &h.engine {
+                self.inner.close(engine);
+            }
             if release {
-                let _ = self.inner.leases.release(&o.lease);
+                let _ = self.inner.leases.release(&h.lease);
             }
         }
+        crate::telemetry::cluster_shards_held(0);
         if release {
             let _ = self.inner.leases.withdraw(&self.inner.config.node_id);
         }
@@ -180,19 +349,32 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.halt(true);
-        }
+        self.halt(true);
     }
 }
 
 impl Inner {
     fn announce(&self) -> Result<(), LeaseError> {
-        self.leases.announce(&self.config.node_id)
+        self.leases
+            .announce(&self.config.node_id, &self.config.advertise_url)
     }
 
-    /// The coordination loop: renew, then take free shards up to the fair share, every
-    /// third of the TTL.
+    fn refresh_view(&self) -> Result<(), LeaseError> {
+        let view = self.leases.view()?;
+        {
+            let mut seen = self.seen_holders.lock();
+            for (shard, (holder, _)) in &view.shards {
+                if holder != &self.config.node_id {
+                    seen.insert(*shard, holder.clone());
+                }
+            }
+        }
+        *self.view.write() = view;
+        Ok(())
+    }
+
+    /// The coordination loop: announce, renew, read the view, then take free shards up to
+    /// the fair share, every third of the TTL.
     fn run(&self) {
         let tick = self.config.lease_ttl / 3;
         while !self.stop.load(Ordering::SeqCst) {
@@ -200,7 +382,14 @@ impl Inner {
                 tracing::warn!(error = %e, "announcing the node failed");
             }
             self.renew_all();
-            self.take_free();
+            match self.refresh_view() {
+                Ok(()) => {
+                    self.take_free();
+                    self.shed_excess();
+                }
+                Err(e) => tracing::warn!(error = %e, "reading the cluster's view failed"),
+            }
+            self.first_round.store(true, Ordering::SeqCst);
             let until = Instant::now() + tick;
             while Instant::now() < until && !self.stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(50));
@@ -209,26 +398,32 @@ impl Inner {
     }
 
     fn renew_all(&self) {
-        let shards: Vec<u32> = self.owned.read().keys().copied().collect();
-        for shard in shards {
-            let lease = match self.owned.read().get(&shard) {
-                Some(o) => o.lease.clone(),
-                None => continue,
-            };
+        let leases: Vec<Lease> = self.held.read().values().map(|h| h.lease.clone()).collect();
+        for lease in leases {
+            let shard = lease.shard;
             match self.leases.renew(&lease) {
                 Ok(renewed) => {
-                    if let Some(o) = self.owned.write().get_mut(&shard) {
-                        o.lease = renewed;
+                    crate::telemetry::lease_renewal("ok");
+                    if let Some(h) = self.held.write().get_mut(&shard) {
+                        h.writable.extend_to(self.writable_until(&renewed));
+                        h.lease = renewed;
                     }
                 }
                 Err(e) => {
                     let expired = lease.renewed_at.elapsed() >= self.config.lease_ttl;
                     if matches!(e, LeaseError::Lost { .. }) || expired {
+                        crate::telemetry::lease_renewal("lost");
                         tracing::warn!(shard, error = %e, "lost the lease: stopping the shard");
-                        if let Some(o) = self.owned.write().remove(&shard) {
-                            self.close(&o.engine);
+                        let gone = self.held.write().remove(&shard);
+                        if let Some(h) = gone {
+                            h.writable.revoke();
+                            if let Some(engine) = h.engine {
+                                self.close(&engine);
+                            }
                         }
+                        crate::telemetry::cluster_shards_held(self.held.read().len());
                     } else {
+                        crate::telemetry::lease_renewal("failed");
                         tracing::warn!(shard, error = %e, "renewing the lease failed; retrying");
                     }
                 }
@@ -237,19 +432,36 @@ impl Inner {
     }
 
     fn take_free(&self) {
-        let live = match self.leases.live_nodes() {
-            Ok(n) => n.max(1),
-            Err(e) => {
-                tracing::warn!(error = %e, "counting live nodes failed");
-                return;
-            }
-        };
+        let live = self.view.read().nodes.len().max(1);
         let fair = self.config.shards.div_ceil(live as u32) as usize;
-        for shard in 0..self.config.shards {
-            if self.stop.load(Ordering::SeqCst) || self.owned.read().len() >= fair {
+        let me = self.config.node_id.as_str();
+        let (handed_here, handed_elsewhere): (Vec<u32>, Vec<u32>) = {
+            let view = self.view.read();
+            let here = view
+                .handoffs
+                .iter()
+                .filter(|(_, to)| *to == me)
+                .map(|(s, _)| *s);
+            let elsewhere = view
+                .handoffs
+                .iter()
+                .filter(|(_, to)| *to != me)
+                .map(|(s, _)| *s);
+            (here.collect(), elsewhere.collect())
+        };
+        let order = handed_here
+            .iter()
+            .copied()
+            .chain((0..self.config.shards).filter(|s| !handed_here.contains(s)));
+        for shard in order {
+            let moved_here = handed_here.contains(&shard);
+            if self.stop.load(Ordering::SeqCst) || (!moved_here && self.held.read().len() >= fair) {
                 return;
             }
-            if self.owned.read().contains_key(&shard) {
+            if handed_elsewhere.contains(&shard)
+                || self.held.read().contains_key(&shard)
+                || self.view.read().shards.contains_key(&shard)
+            {
                 continue;
             }
             let lease = match self.leases.acquire(shard, &self.config.node_id) {
@@ -260,26 +472,153 @@ impl Inner {
                     continue;
                 }
             };
-            match self.open_shard(shard) {
+            let previous = self.seen_holders.lock().remove(&shard);
+            if let Some(previous) = previous {
+                crate::telemetry::cluster_failover();
+                tracing::info!(shard, from = %previous, "taking over the shard");
+            }
+            self.held.write().insert(
+                shard,
+                Held {
+                    writable: WriteLease::until(self.writable_until(&lease)),
+                    lease: lease.clone(),
+                    engine: None,
+                    moved_here,
+                },
+            );
+            crate::telemetry::cluster_shards_held(self.held.read().len());
+            let sent = self
+                .opener
+                .lock()
+                .as_ref()
+                .is_some_and(|tx| tx.send(lease.clone()).is_ok());
+            if !sent {
+                self.held.write().remove(&shard);
+                let _ = self.leases.release(&lease);
+                return;
+            }
+        }
+    }
+
+    /// Gives up shards beyond the fair share while other live nodes hold less than theirs
+    /// (a node that joined), as many as they lack; shards an operator moved here stay.
+    fn shed_excess(&self) {
+        let view = self.view.read().clone();
+        let me = self.config.node_id.as_str();
+        let fair = self.config.shards.div_ceil(view.nodes.len().max(1) as u32) as usize;
+        let held = self.held.read().len();
+        if held <= fair {
+            return;
+        }
+        let lacking: usize = view
+            .nodes
+            .keys()
+            .filter(|n| n.as_str() != me)
+            .map(|n| fair.saturating_sub(view.shards.values().filter(|(o, _)| o == n).count()))
+            .sum();
+        let shed = (held - fair).min(lacking);
+        if shed == 0 {
+            return;
+        }
+        let mut candidates: Vec<u32> = self
+            .held
+            .read()
+            .iter()
+            .filter(|(_, h)| h.engine.is_some() && !h.moved_here)
+            .map(|(s, _)| *s)
+            .collect();
+        candidates.sort_unstable_by(|a, b| b.cmp(a));
+        for shard in candidates.into_iter().take(shed) {
+            tracing::info!(shard, fair, "giving the shard up to even out the shares");
+            self.give_up(shard);
+        }
+    }
+
+    /// Stops serving `shard` and releases its lease, so another node may take it at once.
+    fn give_up(&self, shard: u32) -> bool {
+        let Some(held) = self.held.write().remove(&shard) else {
+            return false;
+        };
+        held.writable.revoke();
+        if let Some(engine) = &held.engine {
+            self.close(engine);
+        }
+        if let Err(e) = self.leases.release(&held.lease) {
+            tracing::warn!(shard, error = %e, "releasing the lease failed; it lapses after its TTL");
+        }
+        crate::telemetry::cluster_shards_held(self.held.read().len());
+        true
+    }
+
+    /// The opener thread: opens each shard handed over, one at a time, and serves it only if
+    /// the lease it was opened under is still the one held.
+    fn open_shards(&self, leases: &mpsc::Receiver<Lease>) {
+        while let Ok(lease) = leases.recv() {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let shard = lease.shard;
+            let started = Instant::now();
+            let writable = match self.held.read().get(&shard) {
+                Some(h) if h.lease.epoch == lease.epoch => h.writable.clone(),
+                _ => continue,
+            };
+            match self.open_shard(shard, writable) {
                 Ok(engine) => {
-                    tracing::info!(shard, epoch = lease.epoch, "serving the shard");
-                    self.owned.write().insert(shard, Owned { lease, engine });
+                    let mut held = self.held.write();
+                    match held.get_mut(&shard) {
+                        Some(h)
+                            if h.lease.epoch == lease.epoch
+                                && !self.stop.load(Ordering::SeqCst) =>
+                        {
+                            h.engine = Some(engine);
+                            drop(held);
+                            tracing::info!(
+                                shard,
+                                epoch = lease.epoch,
+                                opened_ms = started.elapsed().as_millis() as u64,
+                                "serving the shard"
+                            );
+                        }
+                        _ => {
+                            drop(held);
+                            tracing::warn!(shard, "the lease was lost while the shard opened");
+                            self.close(&engine);
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::error!(shard, error = %format!("{e:#}"), "opening the shard failed");
-                    let _ = self.leases.release(&lease);
+                    let gone = {
+                        let mut held = self.held.write();
+                        match held.get(&shard) {
+                            Some(h) if h.lease.epoch == lease.epoch => held.remove(&shard),
+                            _ => None,
+                        }
+                    };
+                    if let Some(h) = gone {
+                        let _ = self.leases.release(&h.lease);
+                    }
                 }
             }
         }
     }
 
-    fn open_shard(&self, shard: u32) -> anyhow::Result<Engine> {
+    /// Appends under `lease` stop a tenth of the TTL before it could lapse in the bucket
+    /// (the bucket's clock and this node's may drift apart that much).
+    fn writable_until(&self, lease: &Lease) -> Instant {
+        lease.renewed_at + self.config.lease_ttl.mul_f64(0.9)
+    }
+
+    fn open_shard(&self, shard: u32, writable: WriteLease) -> anyhow::Result<Engine> {
         let mut config = self.config.engine.clone();
         config.data_dir = shard_dir(&self.config.engine.data_dir, shard);
+        config.cpu_pool = Some(self.cpu.clone());
         config.log = LogLocation::Stream {
             conn: self.conn.clone(),
             name: stream_name(&self.config.cluster, shard, 1),
             replicas: self.config.replicas,
+            lease: Some(writable),
         };
         Engine::open(config, Arc::clone(&self.embedder))
     }

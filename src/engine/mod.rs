@@ -93,6 +93,9 @@ pub struct EngineConfig {
     pub stale: SubjectRule,
     /// Where the event log lives: the file under `data_dir` (the default) or a stream.
     pub log: crate::store::LogLocation,
+    /// A CPU pool to share instead of building one of `cpu_threads` (a cluster node's
+    /// shards share the node's pool).
+    pub cpu_pool: Option<CpuPool>,
 }
 
 impl EngineConfig {
@@ -119,6 +122,7 @@ impl EngineConfig {
             cpu_threads: 2,
             stale: SubjectRule::default(),
             log: crate::store::LogLocation::Local,
+            cpu_pool: None,
         }
     }
 }

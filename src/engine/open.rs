@@ -279,7 +279,10 @@ fn start(
             writer.run(&rx);
         })
         .context("spawning the writer thread")?;
-    let cpu = CpuPool::new(config.cpu_threads).context("building the cpu pool")?;
+    let cpu = match &config.cpu_pool {
+        Some(pool) => pool.clone(),
+        None => CpuPool::new(config.cpu_threads).context("building the cpu pool")?,
+    };
     Ok(Engine {
         shared,
         tx,

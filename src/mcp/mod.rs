@@ -20,7 +20,7 @@
 
 mod tools;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::http::request::Parts;
 use rmcp::model::{
@@ -32,9 +32,10 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-use crate::auth::{KeyStore, Principal};
+use crate::auth::{KeyStore, Principal, TenantGrant};
 use crate::engine::Engine;
 use crate::error::ErrorCode;
+use crate::serving::Engines;
 use crate::wire::Problem;
 
 pub use tools::TOOL_NAMES;
@@ -43,8 +44,8 @@ pub use tools::TOOL_NAMES;
 /// the request body limit. The HTTP router builds it from its own state.
 #[derive(Clone)]
 pub struct McpState {
-    /// Set once the engine has loaded.
-    pub engine: Arc<OnceLock<Engine>>,
+    /// The engines, set once loaded.
+    pub engines: Engines,
     /// API keys.
     pub keys: Arc<KeyStore>,
     /// Maximum request body size.
@@ -52,11 +53,9 @@ pub struct McpState {
 }
 
 impl McpState {
-    /// The engine, or `not_ready` while it loads.
-    pub fn engine(&self) -> Result<&Engine, Problem> {
-        self.engine
-            .get()
-            .ok_or_else(|| Problem::new(ErrorCode::NotReady, "the engine is still loading"))
+    /// The engine serving `grant`'s tenant, or `not_ready` while it loads or moves.
+    pub fn engine(&self, grant: &TenantGrant) -> Result<Engine, Problem> {
+        self.engines.for_tenant(grant.tenant())
     }
 }
 

@@ -113,28 +113,28 @@ pub async fn call(
     match tool {
         Tool::RecordEvent => {
             let grant = principal.grant(roles::WRITER)?;
-            let engine = state.engine()?;
-            let input = event_input(engine, &grant, args)?;
+            let engine = state.engine(&grant)?;
+            let input = event_input(&engine, &grant, args)?;
             let outcome = engine.write(&grant, input, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
         Tool::CorrectEvent => {
             let grant = principal.grant(roles::WRITER)?;
             require_supersedes(args)?;
-            let engine = state.engine()?;
-            let input = event_input(engine, &grant, args)?;
+            let engine = state.engine(&grant)?;
+            let input = event_input(&engine, &grant, args)?;
             let outcome = engine.write(&grant, input, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
         Tool::ObserveInteraction => {
             let grant = principal.grant(roles::WRITER)?;
-            let (_, body) = observe_interaction(state.engine()?, &grant, args).await?;
+            let (_, body) = observe_interaction(&state.engine(&grant)?, &grant, args).await?;
             Ok(Output::json(body))
         }
         Tool::Recall => {
             let grant = principal.grant(roles::READER)?;
             let req = RecallRequest::parse(args)?;
-            let resp = state.engine()?.recall(&grant, req).await?;
+            let resp = state.engine(&grant)?.recall(&grant, req).await?;
             let text = if resp.evidence.is_empty() {
                 "No matching events.".to_string()
             } else {
@@ -148,19 +148,19 @@ pub async fn call(
         Tool::GetTimeline => {
             let grant = principal.grant(roles::READER)?;
             let query = TimelineQuery::parse(&query_params(args)?)?;
-            let page = state.engine()?.timeline(&grant, query).await?;
+            let page = state.engine(&grant)?.timeline(&grant, query).await?;
             Ok(Output::json(json!(page)))
         }
         Tool::GetEvent => {
             let grant = principal.grant(roles::READER)?;
             let event_id = event_id_arg(args)?;
-            let event = state.engine()?.get(&grant, &event_id)?;
+            let event = state.engine(&grant)?.get(&grant, &event_id)?;
             Ok(Output::json(json!(event)))
         }
         Tool::ForgetEvent => {
             let grant = principal.grant(roles::OPERATOR)?;
             let event_id = event_id_arg(args)?;
-            let receipt = state.engine()?.delete(&grant, &event_id).await?;
+            let receipt = state.engine(&grant)?.delete(&grant, &event_id).await?;
             Ok(Output::json(json!(receipt)))
         }
         Tool::CurrentDatetime => {

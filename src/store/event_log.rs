@@ -25,7 +25,7 @@
 use std::path::Path;
 
 use super::log::Log;
-use super::nats::{NatsConnection, NatsLog};
+use super::nats::{NatsConnection, NatsLog, WriteLease};
 use super::{LogError, LogRecord, Recovered};
 
 /// Records read back from a log, in sequence order; an error ends the stream.
@@ -118,6 +118,8 @@ pub enum LogLocation {
         name: String,
         /// Copies the stream keeps (3 in a production cluster).
         replicas: usize,
+        /// Appends are refused once this lapses (the writer's lease on the stream), if set.
+        lease: Option<WriteLease>,
     },
 }
 
@@ -131,8 +133,10 @@ impl LogLocation {
                 conn,
                 name,
                 replicas,
+                lease,
             } => {
-                let log = NatsLog::open(conn, name, *replicas)?;
+                let mut log = NatsLog::open(conn, name, *replicas)?;
+                log.set_lease(lease.clone());
                 let found = Recovered {
                     last_seq: log.next_seq().checked_sub(1).filter(|s| *s > 0),
                     truncated_bytes: 0,

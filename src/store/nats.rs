@@ -208,8 +208,119 @@ impl NatsConnection {
     }
 }
 
+/// A stream's state and its replicas' health, as its leader reports them.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamHealth {
+    /// The stream.
+    pub name: String,
+    /// Messages held.
+    pub messages: u64,
+    /// Bytes held.
+    pub bytes: u64,
+    /// The last sequence written.
+    pub last_seq: u64,
+    /// The server leading its replicas, if any.
+    pub leader: Option<String>,
+    /// The other replicas.
+    pub replicas: Vec<ReplicaHealth>,
+}
+
+/// One follower replica of a stream.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaHealth {
+    /// The server holding it.
+    pub server: String,
+    /// Whether it is caught up with the leader.
+    pub current: bool,
+    /// Operations it is behind.
+    pub lag: u64,
+    /// Milliseconds since the leader last heard from it.
+    pub active_ms: u64,
+}
+
+impl NatsConnection {
+    /// The health of the stream `name`, or `None` when it does not exist.
+    pub fn stream_health(&self, name: &str) -> Result<Option<StreamHealth>, LogError> {
+        let js = self.inner.js.clone();
+        let stream = name.to_string();
+        let info = self.run(name, async move {
+            match js.get_stream(&stream).await {
+                Ok(mut s) => s.info().await.map(|i| Some(i.clone())).map_err(|e| e.to_string()),
+                Err(e) if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                    if j.error_code() == ErrorCode::STREAM_NOT_FOUND) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            }
+        })?
+        .map_err(|reason| remote(name, format!("reading the stream's health: {reason}")))?;
+        Ok(info.map(|info| {
+            let cluster = info.cluster.unwrap_or_default();
+            StreamHealth {
+                name: name.to_string(),
+                messages: info.state.messages,
+                bytes: info.state.bytes,
+                last_seq: info.state.last_sequence,
+                leader: cluster.leader,
+                replicas: cluster
+                    .replicas
+                    .into_iter()
+                    .map(|r| ReplicaHealth {
+                        server: r.name,
+                        current: r.current,
+                        lag: r.lag.unwrap_or(0),
+                        active_ms: r.active.as_millis() as u64,
+                    })
+                    .collect(),
+            }
+        }))
+    }
+}
+
+/// Until when a writer may append to a stream: its lease's TTL from its last renewal, less
+/// a margin. Cheap to clone; the holder extends it on every renewal.
+#[derive(Debug, Clone)]
+pub struct WriteLease {
+    base: Instant,
+    /// Milliseconds after `base` until which appends are allowed.
+    until_ms: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl WriteLease {
+    /// A lease valid until `until`.
+    pub fn until(until: Instant) -> Self {
+        let base = Instant::now();
+        let lease = WriteLease {
+            base,
+            until_ms: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        };
+        lease.extend_to(until);
+        lease
+    }
+
+    /// Moves the end of the lease to `until` (never backwards).
+    pub fn extend_to(&self, until: Instant) {
+        let ms = until.saturating_duration_since(self.base).as_millis() as u64;
+        self.until_ms
+            .fetch_max(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Ends the lease now.
+    pub fn revoke(&self) {
+        self.until_ms.store(0, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether appends are allowed now.
+    pub fn valid(&self) -> bool {
+        let until = self.until_ms.load(std::sync::atomic::Ordering::SeqCst);
+        (self.base.elapsed().as_millis() as u64) < until
+    }
+}
+
 /// One stream as an [`EventLog`].
 pub struct NatsLog {
+    /// Appends are refused once it lapses.
+    lease: Option<WriteLease>,
     conn: NatsConnection,
     stream: Stream,
     name: String,
@@ -247,6 +358,7 @@ impl NatsLog {
             .run(name, async move { js.get_or_create_stream(config).await })?
             .map_err(|e| remote(name, format!("opening the stream: {e}")))?;
         let mut log = NatsLog {
+            lease: None,
             conn: conn.clone(),
             stream,
             name: name.to_string(),
@@ -257,6 +369,11 @@ impl NatsLog {
         let (last, _, _) = log.state()?;
         log.next = last + 1;
         Ok(log)
+    }
+
+    /// Refuses appends once `lease` lapses (`None`: never).
+    pub fn set_lease(&mut self, lease: Option<WriteLease>) {
+        self.lease = lease;
     }
 
     /// The stream's name.
@@ -408,6 +525,12 @@ impl EventLog for NatsLog {
         if let Some(why) = &self.stopped {
             return Err(remote(&self.name, format!("appends stopped: {why}")));
         }
+        if self.lease.as_ref().is_some_and(|l| !l.valid()) {
+            return Err(remote(
+                &self.name,
+                "this node's lease on the stream lapsed; another node may own it now".into(),
+            ));
+        }
         let first = self.next;
         let batch: Vec<Outgoing> = payloads
             .iter()
@@ -418,7 +541,8 @@ impl EventLog for NatsLog {
                 payload: Bytes::copy_from_slice(p),
             })
             .collect();
-        let deadline = Instant::now() + RETRY_DEADLINE;
+        let started = Instant::now();
+        let deadline = started + RETRY_DEADLINE;
         loop {
             let (js, subject) = (self.conn.inner.js.clone(), self.subject.clone());
             let answers = self
@@ -426,6 +550,7 @@ impl EventLog for NatsLog {
                 .run(&self.name, publish_all(js, subject, batch.clone()))?;
             match judge(first, &answers) {
                 Round::Stored => {
+                    crate::telemetry::log_published(started.elapsed());
                     self.next = first + batch.len() as u64;
                     return Ok((first..self.next).collect());
                 }

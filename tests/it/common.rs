@@ -82,10 +82,9 @@ impl App {
         });
         let engine = Engine::open(cfg(dir.path()), embedder.clone()).expect("engine opens");
         let (keys, _) = KeyStore::open(dir.path(), Some(ADMIN)).expect("keys");
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(engine.clone());
         let state = AppState {
-            engine: slot,
+            engines: episodic::serving::Engines::of(engine.clone()),
+            forward: None,
             keys: Arc::new(keys),
             body_limit: episodic::api::DEFAULT_BODY_LIMIT,
             auth_limit: Arc::new(AuthLimiter::new(AuthFailureLimit::default())),

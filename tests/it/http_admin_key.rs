@@ -2,7 +2,7 @@
 //! and neither locks the admin out across restarts.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -27,7 +27,8 @@ fn generated_admin_app(dir: &Path) -> (Router, Option<String>) {
             .to_string()
     });
     let state = AppState {
-        engine: Arc::new(OnceLock::new()),
+        engines: episodic::serving::Engines::single(),
+        forward: None,
         keys: Arc::new(keys),
         body_limit: episodic::api::DEFAULT_BODY_LIMIT,
         auth_limit: Arc::new(episodic::api::auth_limit::AuthLimiter::new(

@@ -11,7 +11,7 @@ use crate::common::{event, App, ADMIN};
 
 /// Every route the server answers, as `METHOD path-template`. Adding a route means adding
 /// it here and to the spec (the test fails until both agree).
-const ROUTES: [&str; 29] = [
+const ROUTES: [&str; 31] = [
     "GET /healthz",
     "GET /readyz",
     "GET /metrics",
@@ -41,6 +41,8 @@ const ROUTES: [&str; 29] = [
     "POST /v1/admin/keys/admin/rotate",
     "GET /v1/admin/policy",
     "POST /v1/admin/policy/replay",
+    "GET /v1/admin/cluster",
+    "POST /v1/admin/cluster/shards/{shard}/move",
 ];
 
 async fn raw(app: &App, req: Request<Body>) -> (StatusCode, String, String, Vec<u8>) {

@@ -1,6 +1,7 @@
 //! HTTP-level integration tests with the real embedding model.
 
 mod cli_transfer;
+mod cluster_binary;
 mod coded_recall;
 mod common;
 mod corruption;

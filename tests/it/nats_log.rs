@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use episodic::store::contract::{check_core, Opener};
-use episodic::store::nats::{NatsConnection, NatsLog};
+use episodic::store::nats::{NatsConnection, NatsLog, WriteLease};
 use episodic::store::{EventLog, LogError};
 
 use crate::nats_cluster::{shared, unique_stream, NatsCluster};
@@ -68,6 +68,27 @@ fn a_second_writer_is_fenced_and_stops() {
     let conn = connect(shared());
     fence_case(&conn, 0);
     fence_case(&conn, 3);
+}
+
+#[test]
+fn a_writer_whose_lease_lapsed_appends_nothing() {
+    let conn = connect(shared());
+    let name = unique_stream("LEASED");
+    let mut log = NatsLog::open(&conn, &name, 3).expect("open");
+    let lease = WriteLease::until(Instant::now() + Duration::from_secs(60));
+    log.set_lease(Some(lease.clone()));
+    assert_eq!(
+        log.append_batch(&[b"first"]).expect("within the lease"),
+        vec![1]
+    );
+    lease.revoke();
+    let refused = log.append_batch(&[b"second"]).expect_err("after the lease");
+    assert!(refused.to_string().contains("lease"), "{refused}");
+    // Renewed (a lease is extended, never shortened), appends go on from where they were.
+    lease.extend_to(Instant::now() + Duration::from_secs(60));
+    assert_eq!(log.append_batch(&[b"third"]).expect("renewed"), vec![2]);
+    assert_eq!(all(&log).len(), 2);
+    let _ = conn.delete_stream(&name);
 }
 
 #[test]

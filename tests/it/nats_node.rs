@@ -20,6 +20,7 @@ const TTL: Duration = Duration::from_secs(3);
 fn node(conn: &NatsConnection, cluster: &str, id: &str, dir: &std::path::Path) -> Node {
     let config = NodeConfig {
         node_id: id.to_string(),
+        advertise_url: format!("http://{id}.invalid"),
         cluster: cluster.to_string(),
         shards: SHARDS,
         lease_ttl: TTL,

@@ -1,0 +1,583 @@
+//! The real `episodic serve` binary in cluster mode, 2 nodes on a real 3-node NATS cluster:
+//! any node answers for any tenant exactly as the owner does, tenants stay apart across
+//! nodes, keys made on one node work on the other, the owner's death (`kill -9`) costs a
+//! lease TTL plus a replay and loses no acknowledged event or pending review, and an owner
+//! paused past its lease (SIGSTOP, then SIGCONT) has its next write refused.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::Client;
+use serde_json::{json, Value};
+
+use crate::common::{event, model_dir};
+use crate::nats_cluster::{shared, unique_stream};
+use crate::server_binary::{free_port, wait_ready};
+
+/// The admin key every node is given.
+const ADMIN: &str = "cluster-admin-Key-7f3a9c2e51b84d06a2e9f4c7b1d3e8a5";
+const SHARDS: u32 = 4;
+const TTL_MS: u64 = 3000;
+
+/// One `episodic serve` process of a cluster.
+pub struct EpisodicNode {
+    pub id: String,
+    pub base: String,
+    port: u16,
+    dir: PathBuf,
+    cluster: String,
+    nats: String,
+    child: Option<Child>,
+}
+
+impl EpisodicNode {
+    /// Starts node `id` of `cluster` with its data under `root/<id>`. The first node is
+    /// configured by flags, the others by environment variables (both are the contract).
+    pub fn start(root: &Path, cluster: &str, nats: &str, id: &str) -> EpisodicNode {
+        let port = free_port();
+        let mut node = EpisodicNode {
+            id: id.to_string(),
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            dir: root.join(id),
+            cluster: cluster.to_string(),
+            nats: nats.to_string(),
+            child: None,
+        };
+        node.spawn();
+        node
+    }
+
+    fn spawn(&mut self) {
+        std::fs::create_dir_all(&self.dir).expect("node dir");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.with_extension("log"))
+            .expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_episodic"));
+        cmd.arg("serve");
+        if self.id == "n1" {
+            cmd.args(["--cluster-nats", &self.nats, "--node-id", &self.id])
+                .args(["--advertise-url", &self.base]);
+        } else {
+            cmd.env("EPISODIC_CLUSTER_NATS", &self.nats)
+                .env("EPISODIC_NODE_ID", &self.id)
+                .env("EPISODIC_ADVERTISE_URL", &self.base);
+        }
+        let child = cmd
+            .args(["--cluster-shards", &SHARDS.to_string()])
+            .env("EPISODIC_CLUSTER_NAME", &self.cluster)
+            .env("EPISODIC_CLUSTER_LEASE_TTL_MS", TTL_MS.to_string())
+            .env("EPISODIC_ADMIN_KEY", ADMIN)
+            .env("EPISODIC_DATA_DIR", &self.dir)
+            .env("EPISODIC_LISTEN", format!("127.0.0.1:{}", self.port))
+            .env("EPISODIC_MODEL_DIR", model_dir())
+            .env("EPISODIC_CPU_THREADS", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn episodic");
+        self.child = Some(child);
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends `signal` (`-KILL`, `-STOP`, `-CONT`, `-TERM`).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// `kill -9`, and waits for the process to be gone.
+    pub fn kill9(&mut self) {
+        self.signal("-KILL");
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+
+    /// The node's stderr so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for EpisodicNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn client() -> Client {
+    Client::builder()
+        .timeout(Duration::from_secs(90))
+        .build()
+        .expect("client")
+}
+
+/// The cluster as `node` reports it (admin).
+pub fn cluster_status(client: &Client, node: &EpisodicNode, tenant: Option<&str>) -> Value {
+    let mut req = client
+        .get(format!("{}/v1/admin/cluster", node.base))
+        .bearer_auth(ADMIN);
+    if let Some(t) = tenant {
+        req = req.query(&[("tenant", t)]);
+    }
+    let resp = req.send().expect("cluster status");
+    assert_eq!(resp.status().as_u16(), 200, "{}", node.log());
+    resp.json().expect("json")
+}
+
+/// Waits until every shard is held and each of `nodes` holds its even share.
+pub fn wait_balanced(client: &Client, nodes: &[&EpisodicNode], within: Duration) {
+    let started = Instant::now();
+    let fair = (SHARDS as usize).div_ceil(nodes.len());
+    loop {
+        let status = cluster_status(client, nodes[0], None);
+        let owners: Vec<Option<String>> = status["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .map(|s| s["owner"].as_str().map(str::to_string))
+            .collect();
+        let balanced = owners.iter().all(Option::is_some)
+            && nodes.iter().all(|n| {
+                owners
+                    .iter()
+                    .filter(|o| o.as_deref() == Some(n.id.as_str()))
+                    .count()
+                    == fair
+            });
+        if balanced && nodes.iter().all(|n| ready(client, n)) {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "not balanced after {within:?}: {owners:?}\n{}",
+            nodes[0].log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn ready(client: &Client, node: &EpisodicNode) -> bool {
+    client
+        .get(format!("{}/readyz", node.base))
+        .send()
+        .is_ok_and(|r| r.status().is_success())
+}
+
+/// A tenant whose shard `owner` holds now.
+pub fn tenant_owned_by(client: &Client, via: &EpisodicNode, owner: &str, prefix: &str) -> String {
+    (0..200)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|t| cluster_status(client, via, Some(t))["tenant"]["owner"] == owner)
+        .unwrap_or_else(|| panic!("no tenant on a shard of {owner}"))
+}
+
+/// A key for `tenant` with `roles`, made on `node`.
+pub fn make_key(client: &Client, node: &EpisodicNode, tenant: &str, roles: &[&str]) -> String {
+    let resp = client
+        .post(format!("{}/v1/admin/keys", node.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"tenantId": tenant, "roles": roles}))
+        .send()
+        .expect("create key");
+    assert_eq!(resp.status().as_u16(), 201, "{}", node.log());
+    let body: Value = resp.json().expect("json");
+    body["key"].as_str().expect("key").to_string()
+}
+
+/// Writes `body` through `node` until it is acknowledged, retrying what the cluster calls
+/// retryable (503, or no answer) with the same body; the final status.
+pub fn write_until_acked(client: &Client, node: &EpisodicNode, key: &str, body: &Value) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let resp = client
+            .post(format!("{}/v1/events", node.base))
+            .bearer_auth(key)
+            .json(body)
+            .send();
+        match resp {
+            Ok(r) if r.status().as_u16() != 503 => return r.status().as_u16(),
+            _ => {
+                assert!(Instant::now() < deadline, "no acknowledgement in 120 s");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Every event id `key`'s tenant has, read through `node` page by page.
+pub fn timeline_ids(client: &Client, node: &EpisodicNode, key: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut req = client
+            .get(format!("{}/v1/timeline", node.base))
+            .bearer_auth(key)
+            .query(&[("limit", "500")]);
+        if let Some(c) = &cursor {
+            req = req.query(&[("cursor", c.as_str())]);
+        }
+        let page: Value = req.send().expect("timeline").json().expect("json");
+        for e in page["events"].as_array().expect("events") {
+            ids.push(e["eventId"].as_str().expect("id").to_string());
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return ids,
+        }
+    }
+}
+
+/// Two nodes of a fresh cluster on the shared NATS cluster, balanced.
+fn two_nodes(root: &Path, prefix: &str) -> (Client, EpisodicNode, EpisodicNode) {
+    let cluster = unique_stream(prefix);
+    let client = client();
+    let n1 = EpisodicNode::start(root, &cluster, &shared().urls, "n1");
+    wait_ready(&client, &n1.base);
+    let n2 = EpisodicNode::start(root, &cluster, &shared().urls, "n2");
+    wait_ready(&client, &n2.base);
+    wait_balanced(&client, &[&n1, &n2], Duration::from_secs(90));
+    (client, n1, n2)
+}
+
+#[test]
+fn any_node_answers_for_any_tenant_as_the_owner_does() {
+    let root = tempfile::tempdir().expect("tmp");
+    let (client, n1, n2) = two_nodes(root.path(), "BINSAME");
+    let on_n1 = tenant_owned_by(&client, &n1, "n1", "same");
+    let on_n2 = tenant_owned_by(&client, &n1, "n2", "other");
+    // Keys made on one node authenticate on the other (the replicated key bucket).
+    let key1 = make_key(&client, &n2, &on_n1, &["writer", "reader"]);
+    let key2 = make_key(&client, &n1, &on_n2, &["writer", "reader"]);
+    let mut ids1 = Vec::new();
+    for (i, (node, text)) in [
+        (&n2, "The customer asked for renewal notices by email"),
+        (&n1, "The customer moved the renewal meeting to Thursday"),
+        (&n2, "Billing confirmed the invoice address change"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = event("user:dana", text, &format!("2026-06-1{}T09:20:00Z", i + 1));
+        let resp = client
+            .post(format!("{}/v1/events", node.base))
+            .bearer_auth(&key1)
+            .json(&body)
+            .send()
+            .expect("write");
+        assert_eq!(resp.status().as_u16(), 201, "{}", n1.log());
+        let body: Value = resp.json().expect("json");
+        ids1.push(body["eventId"].as_str().expect("id").to_string());
+    }
+    let canary = "zebracanary";
+    let resp = client
+        .post(format!("{}/v1/events", n1.base))
+        .bearer_auth(&key2)
+        .json(&event(
+            "user:eve",
+            &format!("Eve's {canary} renewal note"),
+            "2026-06-12T10:00:00Z",
+        ))
+        .send()
+        .expect("write other");
+    assert_eq!(resp.status().as_u16(), 201, "{}", n2.log());
+    let other_id: String = resp.json::<Value>().expect("json")["eventId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // The same recall, timeline and get through either node: the same answer.
+    // A fixed read time makes the two answers comparable byte for byte.
+    let as_of = (time::OffsetDateTime::now_utc() + time::Duration::hours(1))
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("format");
+    let recall = json!({"query": format!("renewal {canary} email"), "limit": 10, "includeStale": true, "asOf": as_of});
+    let answers: Vec<Value> = [&n1, &n2]
+        .iter()
+        .map(|node| {
+            let resp = client
+                .post(format!("{}/v1/recall", node.base))
+                .bearer_auth(&key1)
+                .json(&recall)
+                .send()
+                .expect("recall");
+            assert_eq!(resp.status().as_u16(), 200);
+            resp.json().expect("json")
+        })
+        .collect();
+    assert_eq!(
+        answers[0], answers[1],
+        "owner and forwarding node answer alike"
+    );
+    let text = answers[0].to_string();
+    assert!(
+        !text.contains(canary),
+        "another tenant's event leaked: {text}"
+    );
+    assert_eq!(answers[0]["results"].as_array().expect("results").len(), 3);
+    let mut t1 = timeline_ids(&client, &n1, &key1);
+    let mut t2 = timeline_ids(&client, &n2, &key1);
+    assert_eq!(t1, t2);
+    t1.sort();
+    t2.clone_from(&ids1);
+    t2.sort();
+    assert_eq!(
+        t1, t2,
+        "exactly the three events written, through both nodes"
+    );
+    for node in [&n1, &n2] {
+        // Another tenant's event is absent, not forbidden, from every node.
+        let resp = client
+            .get(format!("{}/v1/events/{other_id}", node.base))
+            .bearer_auth(&key1)
+            .send()
+            .expect("get");
+        assert_eq!(resp.status().as_u16(), 404);
+        let resp = client
+            .get(format!("{}/v1/events/{}", node.base, ids1[0]))
+            .bearer_auth(&key1)
+            .send()
+            .expect("get");
+        assert_eq!(resp.status().as_u16(), 200);
+        // A bad key gets the same answer everywhere.
+        let resp = client
+            .get(format!("{}/v1/timeline", node.base))
+            .bearer_auth("not-a-key")
+            .send()
+            .expect("timeline");
+        assert_eq!(resp.status().as_u16(), 401);
+    }
+    // A forged node-to-node mark is refused.
+    let resp = client
+        .get(format!("{}/v1/timeline", n1.base))
+        .bearer_auth(&key1)
+        .header("x-episodic-forwarded-by", "n2")
+        .header("x-episodic-forwarded-at", "1")
+        .header("x-episodic-forward-signature", "00")
+        .send()
+        .expect("forged");
+    assert_eq!(resp.status().as_u16(), 403);
+    // Revoked on one node, refused on both.
+    let keys: Value = client
+        .get(format!("{}/v1/admin/keys", n1.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .expect("keys")
+        .json()
+        .expect("json");
+    let key_id = keys["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .find(|k| k["tenantId"] == on_n2.as_str())
+        .expect("the key")["keyId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let resp = client
+        .delete(format!("{}/v1/admin/keys/{key_id}", n1.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .expect("revoke");
+    assert_eq!(resp.status().as_u16(), 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = client
+            .get(format!("{}/v1/timeline", n2.base))
+            .bearer_auth(&key2)
+            .send()
+            .expect("timeline")
+            .status()
+            .as_u16();
+        if status == 401 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the revocation did not reach n2");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
+    let root = tempfile::tempdir().expect("tmp");
+    let (client, mut n1, n2) = two_nodes(root.path(), "BINKILL");
+    let tenant = tenant_owned_by(&client, &n2, "n1", "kill");
+    let key = make_key(
+        &client,
+        &n2,
+        &tenant,
+        &["writer", "reader", "memory_reviewer"],
+    );
+    // A write held for review (untrusted content) before the owner dies.
+    let mut held = event(
+        "user:dana",
+        "A pasted web page claims Dana quit",
+        "2026-06-10T08:00:00Z",
+    );
+    held["sourceTrust"] = json!("untrusted_content");
+    assert_eq!(write_until_acked(&client, &n2, &key, &held), 202);
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (acked, stop, key) = (Arc::clone(&acked), Arc::clone(&stop), key.clone());
+            let base = n2.base.clone();
+            std::thread::spawn(move || {
+                let client = self::client();
+                let node = EpisodicNode {
+                    id: "n2".into(),
+                    base,
+                    port: 0,
+                    dir: PathBuf::new(),
+                    cluster: String::new(),
+                    nats: String::new(),
+                    child: None,
+                };
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let id = format!("evt-{w}-{i}");
+                    let mut body = event(
+                        "user:dana",
+                        &format!("Writer {w} noted renewal item {i}"),
+                        "2026-06-11T09:00:00Z",
+                    );
+                    body["eventId"] = json!(id);
+                    let status = write_until_acked(&client, &node, &key, &body);
+                    assert_eq!(status, 201, "write {id}");
+                    acked.lock().expect("acked").push(id);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let before = acked.lock().expect("acked").len();
+    n1.kill9();
+    let killed = Instant::now();
+    // Wait for the first write acknowledged after the kill.
+    while acked.lock().expect("acked").len() <= before + 4 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(90),
+            "no write after the kill\n{}",
+            n2.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let failover = killed.elapsed();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let acked = acked.lock().expect("acked").clone();
+    eprintln!(
+        "owner killed after {before} acknowledged writes; writes resumed after {failover:?}; {} acknowledged in all",
+        acked.len()
+    );
+    let ids = timeline_ids(&client, &n2, &key);
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for id in &ids {
+        *counts.entry(id.as_str()).or_default() += 1;
+    }
+    for id in &acked {
+        assert_eq!(
+            counts.get(id.as_str()),
+            Some(&1),
+            "{id} present exactly once"
+        );
+    }
+    // Recallable, through the survivor.
+    let recall: Value = client
+        .post(format!("{}/v1/recall", n2.base))
+        .bearer_auth(&key)
+        .json(&json!({"query": "Writer 0 noted renewal item 0", "limit": 5}))
+        .send()
+        .expect("recall")
+        .json()
+        .expect("json");
+    assert!(recall["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .any(|r| r["event"]["eventId"] == "evt-0-0" || r["eventId"] == "evt-0-0"));
+    // The review held before the kill is still pending.
+    let reviews: Value = client
+        .get(format!("{}/v1/reviews", n2.base))
+        .bearer_auth(&key)
+        .send()
+        .expect("reviews")
+        .json()
+        .expect("json");
+    assert_eq!(reviews["reviews"].as_array().expect("reviews").len(), 1);
+    let status = cluster_status(&client, &n2, None);
+    assert!(status["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .all(|s| s["owner"] == "n2"));
+}
+
+#[test]
+fn an_owner_paused_past_its_lease_cannot_write() {
+    let root = tempfile::tempdir().expect("tmp");
+    let (client, n1, n2) = two_nodes(root.path(), "BINZOMBIE");
+    let tenant = tenant_owned_by(&client, &n2, "n1", "zombie");
+    let key = make_key(&client, &n2, &tenant, &["writer", "reader"]);
+    let first = event("user:dana", "Before the pause", "2026-06-10T08:00:00Z");
+    assert_eq!(write_until_acked(&client, &n1, &key, &first), 201);
+    n1.signal("-STOP");
+    // The lease lapses and n2 takes the shard over; a write through n2 lands.
+    let during = event("user:dana", "While n1 was paused", "2026-06-10T09:00:00Z");
+    assert_eq!(write_until_acked(&client, &n2, &key, &during), 201);
+    n1.signal("-CONT");
+    // n1 still believes it holds the shard for a moment: its write must be refused, never
+    // appended beside n2's.
+    let zombie = event("user:dana", "Written by the zombie", "2026-06-10T10:00:00Z");
+    let resp = client
+        .post(format!("{}/v1/events", n1.base))
+        .bearer_auth(&key)
+        .json(&zombie)
+        .send()
+        .expect("zombie write");
+    let status = resp.status().as_u16();
+    let body = resp.text().unwrap_or_default();
+    eprintln!("the resumed owner answered its first write with {status}: {body}");
+    let ids = timeline_ids(&client, &n2, &key);
+    assert_eq!(ids.len(), 2 + usize::from(status == 201));
+    if status == 201 {
+        // Only if n1 had already learnt it lost the shard and forwarded the write to n2.
+        let log = n1.log();
+        assert!(
+            log.contains("lost the lease"),
+            "accepted by a zombie: {body}\n{log}"
+        );
+    } else {
+        assert_eq!(status, 503, "{body}");
+    }
+    // Nothing either node acknowledged is lost, and n1 is usable again (forwarding).
+    assert_eq!(write_until_acked(&client, &n1, &key, &zombie), 201);
+    assert_eq!(
+        timeline_ids(&client, &n1, &key).len(),
+        3 + usize::from(status == 201)
+    );
+}
