@@ -161,7 +161,7 @@ fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = args.engine_config()?;
+    let mut config = args.engine_config()?;
     let edge = args.edge_config()?;
     let cluster = args.cluster()?;
     let (keys, engines, forward, conn) = match &cluster {
@@ -169,6 +169,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(settings) => {
             let (keys, conn) = open_cluster_keys(&args, settings)?;
             let admin = admin_key_env().expect("checked by open_cluster_keys");
+            config.audit_secret = Some(episodic::audit::Keyed::derived(&admin, &settings.name));
             let forward = Arc::new(Forwarder::new(&settings.node_id, &admin));
             let engines = Engines::Cluster(Arc::new(OnceLock::new()));
             (keys, engines, Some(forward), Some(conn))

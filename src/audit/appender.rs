@@ -11,7 +11,13 @@
 //!   numbered twice differently;
 //! - when an entry must be durable (a write's before its reply) is the caller's decision:
 //!   the writer flushes a batch's entries before answering any request of that batch, and
-//!   queues read entries after the reply, to be flushed with its next batch.
+//!   queues read entries after the reply, to be flushed with its next batch;
+//! - with a mirror (cluster mode: the shard's audit stream, replicated), the mirror is the
+//!   trail's source of truth and the file a copy of it: a batch is durable once the mirror
+//!   acknowledged it, and only then written to the file; the file catches up from the
+//!   mirror when opened and before every batch, so entries are numbered against the whole
+//!   trail; the file's frame sequence equals the mirror's sequence, and a file that is
+//!   ahead of its mirror (a directory from another cluster) is rebuilt from the mirror.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +25,7 @@ use std::sync::Arc;
 use super::trail::{frame_offsets, placements, Placed, FRAME_HEADER_LEN};
 use super::{AuditEntry, AuditStamp, AuditTrail};
 use crate::store::log::{Log, LogError};
+use crate::store::EventLog;
 
 /// What the audit trail can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -83,11 +90,22 @@ pub struct TrailFacts {
 
 /// The writer's end of the audit trail: the audit log, the queue of entries not yet
 /// durable, and the readers' index it keeps up to date.
-#[derive(Debug)]
 pub struct AuditAppender {
     log: Log,
     trail: Arc<AuditTrail>,
     pending: Vec<AuditEntry>,
+    /// The replicated copy that is the source of truth, in cluster mode.
+    mirror: Option<Box<dyn EventLog>>,
+}
+
+impl std::fmt::Debug for AuditAppender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditAppender")
+            .field("path", &self.log.path())
+            .field("pending", &self.pending.len())
+            .field("mirrored", &self.mirror.is_some())
+            .finish()
+    }
 }
 
 impl AuditAppender {
@@ -142,8 +160,80 @@ impl AuditAppender {
             log,
             trail: Arc::new(trail),
             pending: Vec::new(),
+            mirror: None,
         };
         Ok((appender, facts))
+    }
+
+    /// Opens the audit log at `path` as a copy of `mirror` (cluster mode): the file catches
+    /// up from the mirror, or is rebuilt from it when it holds frames the mirror lacks.
+    pub fn open_mirrored(
+        path: &Path,
+        mirror: Box<dyn EventLog>,
+    ) -> Result<(AuditAppender, TrailFacts), AuditError> {
+        let (mut appender, mut facts) = AuditAppender::open(path)?;
+        let local_next = appender.log.next_seq().max(1);
+        if local_next > mirror.next_seq() {
+            tracing::warn!(
+                path = %path.display(),
+                "the audit file holds entries its stream lacks: rebuilding it from the stream"
+            );
+            drop(appender);
+            std::fs::remove_file(path).map_err(|source| AuditError::Open {
+                path: path.display().to_string(),
+                source: LogError::Io {
+                    path: path.display().to_string(),
+                    source,
+                },
+            })?;
+            (appender, facts) = AuditAppender::open(path)?;
+        }
+        appender.mirror = Some(mirror);
+        let copied = appender.catch_up()?;
+        for entry in &copied {
+            facts.entries += 1;
+            if let Some(seq) = entry.log_seq {
+                facts.max_log_seq = Some(facts.max_log_seq.map_or(seq, |m| m.max(seq)));
+            }
+        }
+        Ok((appender, facts))
+    }
+
+    /// Copies the mirror's entries the file lacks into it, in order, and indexes them;
+    /// returns them. A no-op without a mirror or when the file is caught up.
+    fn catch_up(&mut self) -> Result<Vec<AuditEntry>, AuditError> {
+        let Some(mirror) = &self.mirror else {
+            return Ok(Vec::new());
+        };
+        let from = self.log.next_seq().max(1);
+        if from >= mirror.next_seq() {
+            return Ok(Vec::new());
+        }
+        let shown = || self.log.path().display().to_string();
+        let mut copied = Vec::new();
+        let mut payloads = Vec::new();
+        for rec in mirror.read_from(from).map_err(|source| AuditError::Read {
+            path: shown(),
+            source,
+        })? {
+            let rec = rec.map_err(|source| AuditError::Read {
+                path: shown(),
+                source,
+            })?;
+            let entry: AuditEntry =
+                serde_json::from_slice(&rec.payload).map_err(|source| AuditError::Entry {
+                    seq: rec.seq,
+                    source,
+                })?;
+            copied.push(entry);
+            payloads.push(rec.payload);
+        }
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        let start = self.log.len_bytes();
+        let seqs = self.log.append_batch(&refs)?;
+        self.trail
+            .indexed(&placements(&copied, &payloads, &seqs, start));
+        Ok(copied)
     }
 
     /// The readers' view of the trail, kept up to date by this appender.
@@ -175,14 +265,26 @@ impl AuditAppender {
     /// have); the log frame keeps a global sequence of its own. On failure nothing is
     /// indexed and the entries may be appended again (they get the same numbers).
     pub fn append_batch(&mut self, entries: &mut [AuditEntry]) -> Result<(), AuditError> {
+        self.catch_up()?;
         self.trail.number(entries);
         let payloads: Vec<Vec<u8>> = entries
             .iter()
             .map(|e| serde_json::to_vec(e).unwrap_or_default())
             .collect();
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        if let Some(mirror) = &mut self.mirror {
+            mirror.append_batch(&refs)?;
+        }
         let start = self.log.len_bytes();
-        let seqs = self.log.append_batch(&refs)?;
+        let seqs = match self.log.append_batch(&refs) {
+            Ok(seqs) => seqs,
+            // Durable in the mirror already: the file catches up before the next batch.
+            Err(e) if self.mirror.is_some() => {
+                tracing::warn!(error = %e, "the audit file is behind its stream; it catches up with the next batch");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
         self.trail
             .indexed(&placements(entries, &payloads, &seqs, start));
         Ok(())

@@ -7,7 +7,11 @@
 //! logged or exported). The same derivation gives each API key of a tenant an opaque tag
 //! (see [`Keyed::key_tag`]).
 //!
-//! Invariants: the secret never leaves its file; hashes of the same text under two tenants
+//! In cluster mode every node derives the secret from the cluster's shared admin key and
+//! name instead ([`Keyed::derived`]), in memory only, so a shard's hashes stay the same
+//! whichever node owns it.
+//!
+//! Invariants: the secret never leaves its file (or, derived, the process); hashes of the same text under two tenants
 //! differ, so a trail exported from one tenant confirms nothing about another; the hash of
 //! a text is stable across restarts (the secret is read, not regenerated, when present).
 
@@ -66,6 +70,17 @@ impl Keyed {
                 Ok(Keyed { secret })
             }
             Err(e) => Err(err(e.to_string())),
+        }
+    }
+
+    /// A secret derived from `shared` (a cluster's admin key) and `context` (its name), for
+    /// nodes that must all hash alike; it lives in memory only.
+    pub fn derived(shared: &str, context: &str) -> Keyed {
+        Keyed {
+            secret: Self::mac(
+                shared.as_bytes(),
+                &[b"episodic audit hashes v1", context.as_bytes()],
+            ),
         }
     }
 

@@ -51,8 +51,9 @@ pub struct NodeConfig {
     /// Copies each stream and the lease bucket keep.
     pub replicas: usize,
     /// The engine settings of every shard; its `data_dir` is the node's, each shard's engine
-    /// gets a directory below it, and its `log` is replaced by the shard's stream. The
-    /// shards share one CPU pool of `cpu_threads`.
+    /// gets a directory below it, its `log` and `audit_log` are replaced by the shard's
+    /// streams, and its `audit_secret` should be the same on every node (the server derives
+    /// it from the shared admin key). The shards share one CPU pool of `cpu_threads`.
     pub engine: EngineConfig,
 }
 
@@ -618,6 +619,12 @@ impl Inner {
             conn: self.conn.clone(),
             name: stream_name(&self.config.cluster, shard, 1),
             replicas: self.config.replicas,
+            lease: Some(writable.clone()),
+        };
+        config.audit_log = LogLocation::Stream {
+            conn: self.conn.clone(),
+            name: audit_stream_name(&self.config.cluster, shard),
+            replicas: self.config.replicas,
             lease: Some(writable),
         };
         Engine::open(config, Arc::clone(&self.embedder))
@@ -626,6 +633,11 @@ impl Inner {
     fn close(&self, engine: &Engine) {
         self.runtime.block_on(engine.shutdown());
     }
+}
+
+/// The stream holding `shard`'s audit trail (every generation of the shard's log shares it).
+pub fn audit_stream_name(cluster: &str, shard: u32) -> String {
+    format!("{cluster}_{shard}_AUDIT")
 }
 
 /// The directory of `shard`'s engine under a node's data directory.

@@ -93,6 +93,13 @@ pub struct EngineConfig {
     pub stale: SubjectRule,
     /// Where the event log lives: the file under `data_dir` (the default) or a stream.
     pub log: crate::store::LogLocation,
+    /// Where the audit trail's source of truth lives: only the file under `data_dir` (the
+    /// default), or a stream the file copies (cluster mode).
+    pub audit_log: crate::store::LogLocation,
+    /// The secret of the audit trail's keyed hashes, when it is not the data directory's
+    /// own (cluster mode: the same on every node, so a shard's hashes do not change with its
+    /// owner).
+    pub audit_secret: Option<crate::audit::Keyed>,
     /// A CPU pool to share instead of building one of `cpu_threads` (a cluster node's
     /// shards share the node's pool).
     pub cpu_pool: Option<CpuPool>,
@@ -122,6 +129,8 @@ impl EngineConfig {
             cpu_threads: 2,
             stale: SubjectRule::default(),
             log: crate::store::LogLocation::Local,
+            audit_log: crate::store::LogLocation::Local,
+            audit_secret: None,
             cpu_pool: None,
         }
     }

@@ -35,8 +35,20 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     create_dirs(&paths)?;
     crate::fsutil::tighten_data_dir(&config.data_dir);
     let dir_lock = lock_data_dir(&config.data_dir)?;
-    let (mut audit, trail) = AuditAppender::open(&paths.audit)?;
-    let keyed = crate::audit::Keyed::open_or_create(&paths.hash_key)?;
+    let (mut audit, trail) = match &config.audit_log {
+        crate::store::LogLocation::Local => AuditAppender::open(&paths.audit)?,
+        remote => {
+            let shown = remote.describe(&paths.audit);
+            let (mirror, _) = remote
+                .open(&paths.audit)
+                .with_context(|| format!("opening audit {shown}"))?;
+            AuditAppender::open_mirrored(&paths.audit, mirror)?
+        }
+    };
+    let keyed = match &config.audit_secret {
+        Some(keyed) => keyed.clone(),
+        None => crate::audit::Keyed::open_or_create(&paths.hash_key)?,
+    };
     let (scope, scope_seq) = open_scope(&paths)?;
     let mark = scope.commit_mark().ok().flatten();
     let hnsw_seq = HnswIndex::snapshot_seq(&paths.hnsw).ok().flatten();

@@ -248,6 +248,34 @@ pub fn timeline_ids(client: &Client, node: &EpisodicNode, key: &str) -> Vec<Stri
     }
 }
 
+/// Every audit entry of `key`'s tenant, read through `node`.
+pub fn audit_entries(client: &Client, node: &EpisodicNode, key: &str) -> Vec<Value> {
+    let mut entries = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut req = client
+            .get(format!("{}/v1/audit", node.base))
+            .bearer_auth(key)
+            .query(&[("limit", "1000")]);
+        if let Some(c) = &cursor {
+            req = req.query(&[("cursor", c.as_str())]);
+        }
+        let resp = req.send().expect("audit");
+        assert_eq!(
+            resp.status().as_u16(),
+            200,
+            "{}",
+            resp.text().unwrap_or_default()
+        );
+        let page: Value = resp.json().expect("json");
+        entries.extend(page["entries"].as_array().expect("entries").iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return entries,
+        }
+    }
+}
+
 /// Two nodes of a fresh cluster on the shared NATS cluster, balanced.
 fn two_nodes(root: &Path, prefix: &str) -> (Client, EpisodicNode, EpisodicNode) {
     let cluster = unique_stream(prefix);
@@ -426,7 +454,7 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
         &client,
         &n2,
         &tenant,
-        &["writer", "reader", "memory_reviewer"],
+        &["writer", "reader", "memory_reviewer", "operator"],
     );
     // A write held for review (untrusted content) before the owner dies.
     let mut held = event(
@@ -436,6 +464,8 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
     );
     held["sourceTrust"] = json!("untrusted_content");
     assert_eq!(write_until_acked(&client, &n2, &key, &held), 202);
+    let audit_before = audit_entries(&client, &n1, &key);
+    assert!(!audit_before.is_empty());
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..4)
@@ -529,6 +559,21 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
         .json()
         .expect("json");
     assert_eq!(reviews["reviews"].as_array().expect("reviews").len(), 1);
+    // The audit trail the dead owner kept is whole on the survivor (its shard's audit
+    // stream), entry for entry, and audits every acknowledged write.
+    let audit_after = audit_entries(&client, &n2, &key);
+    for entry in &audit_before {
+        assert!(audit_after.contains(entry), "lost audit entry {entry}");
+    }
+    let written: Vec<&str> = audit_after
+        .iter()
+        .filter(|e| e["action"] == "write")
+        .flat_map(|e| e["eventIds"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    for id in &acked {
+        assert!(written.contains(&id.as_str()), "no audit entry for {id}");
+    }
     let status = cluster_status(&client, &n2, None);
     assert!(status["shards"]
         .as_array()
