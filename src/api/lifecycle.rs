@@ -16,6 +16,7 @@ use super::openapi::{
 use super::AppState;
 use crate::audit::AuditQuery;
 use crate::auth::roles;
+use crate::error::ErrorCode;
 use crate::error::FieldError;
 use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::Timestamp;
@@ -116,11 +117,100 @@ fn parse_erasure(body: &Value) -> Result<String, Problem> {
 pub async fn compact(
     State(state): State<AppState>,
     Auth(principal): Auth,
+    headers: axum::http::HeaderMap,
+    forwarded: Option<axum::Extension<super::forward::Forwarded>>,
 ) -> Result<Json<Value>, Problem> {
     principal.require_admin()?;
-    let engine = super::routes::single_engine(&state, "compaction")?;
-    let report = engine.compact(principal.key_id()).await?;
-    Ok(Json(json!(report)))
+    let Some(node) = state.engines.node().cloned() else {
+        let engine = super::routes::single_engine(&state, "compaction")?;
+        let report = engine.compact(principal.key_id()).await?;
+        return Ok(Json(json!(report)));
+    };
+    // Cluster mode: each node rotates the shards it serves; the node asked first asks the
+    // others, and the answer sums them all.
+    let mut reports = Vec::new();
+    for engine in state.engines.local()? {
+        reports.push(json!(engine.compact(principal.key_id()).await?));
+    }
+    if forwarded.is_none() {
+        let forward = state
+            .forward
+            .clone()
+            .ok_or_else(|| Problem::new(ErrorCode::Internal, "no forwarder in cluster mode"))?;
+        let me = node.config().node_id.clone();
+        let uri: axum::http::Uri = "/v1/admin/compact".parse().expect("a valid path");
+        for (id, url) in node.view().nodes {
+            if id == me {
+                continue;
+            }
+            let response = forward
+                .send(
+                    &url,
+                    &axum::http::Method::POST,
+                    &uri,
+                    &headers,
+                    Default::default(),
+                )
+                .await
+                .map_err(|e| {
+                    Problem::new(
+                        ErrorCode::StorageUnavailable,
+                        format!("node {id} could not be asked to compact: {e}"),
+                    )
+                })?;
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
+                .await
+                .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+            if !status.is_success() {
+                return Err(Problem::new(
+                    ErrorCode::StorageUnavailable,
+                    format!(
+                        "node {id} failed to compact ({status}): {}",
+                        String::from_utf8_lossy(&body)
+                    ),
+                ));
+            }
+            reports.push(serde_json::from_slice(&body).map_err(|e| {
+                Problem::new(ErrorCode::Internal, format!("node {id}'s report: {e}"))
+            })?);
+        }
+    }
+    Ok(Json(merge_reports(&reports)))
+}
+
+/// One report of many (per shard or per node): numbers summed, lists joined, and the
+/// latest time kept.
+fn merge_reports(reports: &[Value]) -> Value {
+    let mut merged = serde_json::Map::new();
+    merged.insert("compactedAt".into(), json!(crate::model::Timestamp::now()));
+    merged.insert("purgedEventIds".into(), json!([]));
+    merged.insert("logBytesBefore".into(), json!(0));
+    merged.insert("logBytesAfter".into(), json!(0));
+    merged.insert("liveEvents".into(), json!(0));
+    for report in reports {
+        let Some(fields) = report.as_object() else {
+            continue;
+        };
+        for (k, v) in fields {
+            let slot = merged.entry(k.clone()).or_insert(Value::Null);
+            match (slot.clone(), v) {
+                (Value::Number(a), Value::Number(b)) => {
+                    *slot = json!(a.as_u64().unwrap_or(0) + b.as_u64().unwrap_or(0));
+                }
+                (Value::Array(mut a), Value::Array(b)) => {
+                    a.extend(b.iter().cloned());
+                    *slot = Value::Array(a);
+                }
+                (Value::String(a), Value::String(b)) if b.as_str() > a.as_str() => {
+                    *slot = v.clone();
+                }
+                (Value::Null, _) => *slot = v.clone(),
+                _ => {}
+            }
+        }
+    }
+    Value::Object(merged)
 }
 
 /// `GET /v1/audit?eventId=&action=&from=&to=&limit=&cursor=` (operator).

@@ -9,10 +9,12 @@
 //! owner's appends are also fenced by the stream ([`crate::store::nats`]), so a node that
 //! lost its lease without knowing cannot write.
 
+pub mod catalog;
 pub mod lease;
 pub mod node;
 pub mod shards;
 
+pub use catalog::Catalog;
 pub use lease::{Lease, LeaseError, Leases};
 pub use node::{Node, NodeConfig};
 pub use shards::{shard_of, stream_name};

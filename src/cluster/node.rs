@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use parking_lot::{Mutex, RwLock};
 
+use super::catalog::Catalog;
 use super::lease::{ClusterView, Lease, LeaseError, Leases};
 use super::shards::{shard_of, stream_name};
 use crate::cpu::CpuPool;
@@ -93,8 +94,6 @@ pub struct HeldShard {
     pub shard: u32,
     /// The epoch of this node's lease.
     pub epoch: u64,
-    /// The shard's stream.
-    pub stream: String,
     /// Whether its engine has caught up and serves.
     pub serving: bool,
 }
@@ -103,6 +102,7 @@ struct Inner {
     config: NodeConfig,
     conn: NatsConnection,
     leases: Leases,
+    catalog: Catalog,
     embedder: Arc<dyn Embedder>,
     cpu: CpuPool,
     held: RwLock<HashMap<u32, Held>>,
@@ -152,6 +152,8 @@ impl Node {
             .with_context(|| format!("opening the lease bucket {bucket}"))?;
         // Multi-threaded (one worker) so the coordination thread and an operator's hand-off
         // may both wait on it at once.
+        let catalog = Catalog::open(conn, &config.cluster, config.replicas)
+            .context("opening the shard catalog")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("episodic-node")
@@ -167,6 +169,7 @@ impl Node {
             config,
             conn: conn.clone(),
             leases,
+            catalog,
             embedder,
             cpu,
             held: RwLock::new(HashMap::new()),
@@ -270,7 +273,6 @@ impl Node {
             .map(|(shard, h)| HeldShard {
                 shard: *shard,
                 epoch: h.lease.epoch,
-                stream: stream_name(&self.inner.config.cluster, *shard, 1),
                 serving: h.engine.is_some(),
             })
             .collect();
@@ -287,6 +289,11 @@ impl Node {
     /// The connection to the cluster.
     pub fn connection(&self) -> &NatsConnection {
         &self.inner.conn
+    }
+
+    /// The shards' generation records.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
     }
 
     /// Hands `shard`, which this node holds, to node `to`: marks the hand-off, stops the
@@ -387,6 +394,7 @@ impl Inner {
                 Ok(()) => {
                     self.take_free();
                     self.shed_excess();
+                    self.tidy_dirs();
                 }
                 Err(e) => tracing::warn!(error = %e, "reading the cluster's view failed"),
             }
@@ -535,6 +543,59 @@ impl Inner {
         }
     }
 
+    /// Keeps the shard directories true to the catalog: a held shard's marker follows its
+    /// rotations; the directory of a shard this node does not hold is removed once its
+    /// stream is not the shard's current generation any more (a rotation purged what it
+    /// copied, so nothing erased outlives the rotation on any node's disk).
+    fn tidy_dirs(&self) {
+        let root = self.config.engine.data_dir.join("shards");
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return;
+        };
+        let generations = match self.catalog.all() {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the shard catalog failed");
+                return;
+            }
+        };
+        for entry in entries.flatten() {
+            let Some(shard) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let current = stream_name(
+                &self.config.cluster,
+                shard,
+                generations.get(&shard).copied().unwrap_or(1),
+            );
+            let marker = entry.path().join(STREAM_MARKER);
+            let recorded = std::fs::read_to_string(&marker).unwrap_or_default();
+            if recorded.trim() == current {
+                continue;
+            }
+            let held = self.held.read().get(&shard).map(|h| h.engine.is_some());
+            match held {
+                Some(true) => {
+                    if let Err(e) = crate::fsutil::write_atomic(&marker, current.as_bytes(), 0o600)
+                    {
+                        tracing::warn!(shard, error = %e, "recording the shard's stream failed");
+                    }
+                }
+                Some(false) => {}
+                None => {
+                    tracing::info!(shard, stream = %current, "removing a stale copy of the shard");
+                    if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                        tracing::warn!(shard, error = %e, "removing a stale shard directory failed");
+                    }
+                }
+            }
+        }
+    }
+
     /// Stops serving `shard` and releases its lease, so another node may take it at once.
     fn give_up(&self, shard: u32) -> bool {
         let Some(held) = self.held.write().remove(&shard) else {
@@ -611,29 +672,48 @@ impl Inner {
         lease.renewed_at + self.config.lease_ttl.mul_f64(0.9)
     }
 
+    /// Opens `shard`'s engine on its current generation. A directory left from another
+    /// generation is removed first (rebuilt from the stream: its indexes may hold what a
+    /// rotation purged); one from this generation is caught up from where it stopped.
     fn open_shard(&self, shard: u32, writable: WriteLease) -> anyhow::Result<Engine> {
+        let dir = shard_dir(&self.config.engine.data_dir, shard);
+        let stream = self.catalog.stream(shard)?;
+        let marker = dir.join(STREAM_MARKER);
+        if dir.exists() && std::fs::read_to_string(&marker).unwrap_or_default().trim() != stream {
+            tracing::info!(shard, stream = %stream, "rebuilding the shard from its stream");
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
         let mut config = self.config.engine.clone();
-        config.data_dir = shard_dir(&self.config.engine.data_dir, shard);
+        config.data_dir = dir;
         config.cpu_pool = Some(self.cpu.clone());
         config.log = LogLocation::Stream {
             conn: self.conn.clone(),
-            name: stream_name(&self.config.cluster, shard, 1),
+            name: stream.clone(),
             replicas: self.config.replicas,
             lease: Some(writable.clone()),
+            generations: Some(Arc::new(self.catalog.rotation(shard))),
         };
         config.audit_log = LogLocation::Stream {
             conn: self.conn.clone(),
             name: audit_stream_name(&self.config.cluster, shard),
             replicas: self.config.replicas,
             lease: Some(writable),
+            generations: None,
         };
-        Engine::open(config, Arc::clone(&self.embedder))
+        let engine = Engine::open(config, Arc::clone(&self.embedder))?;
+        crate::fsutil::write_atomic(&marker, stream.as_bytes(), 0o600)
+            .with_context(|| format!("writing {}", marker.display()))?;
+        Ok(engine)
     }
 
     fn close(&self, engine: &Engine) {
         self.runtime.block_on(engine.shutdown());
     }
 }
+
+/// The file in a shard's directory naming the stream (and so the generation) its derived
+/// state was built from.
+const STREAM_MARKER: &str = "STREAM";
 
 /// The stream holding `shard`'s audit trail (every generation of the shard's log shares it).
 pub fn audit_stream_name(cluster: &str, shard: u32) -> String {

@@ -25,7 +25,7 @@
 use std::path::Path;
 
 use super::log::Log;
-use super::nats::{NatsConnection, NatsLog, WriteLease};
+use super::nats::{Generations, NatsConnection, NatsLog, WriteLease};
 use super::{LogError, LogRecord, Recovered};
 
 /// Records read back from a log, in sequence order; an error ends the stream.
@@ -86,6 +86,12 @@ pub trait EventLog: Send {
     /// [`EventLog::rewrite`]: that is an error and nothing changes.
     fn erase(&mut self, seqs: &[u64]) -> Result<(), LogError>;
 
+    /// Whether [`EventLog::erase`] is cheap enough to run at every deletion (it touches
+    /// only the records named); otherwise erased records wait for compaction.
+    fn erases_in_place(&self) -> bool {
+        false
+    }
+
     /// Makes the next appended record's sequence at least `seq` (durable once a record is
     /// appended at it). `episodic recover` uses it so that new records never reuse the
     /// sequences of acknowledged records that were lost. A log that numbers its own records
@@ -120,6 +126,9 @@ pub enum LogLocation {
         replicas: usize,
         /// Appends are refused once this lapses (the writer's lease on the stream), if set.
         lease: Option<WriteLease>,
+        /// Who commits a rotation to the next generation (compaction), if the log may be
+        /// compacted.
+        generations: Option<std::sync::Arc<dyn Generations>>,
     },
 }
 
@@ -134,9 +143,11 @@ impl LogLocation {
                 name,
                 replicas,
                 lease,
+                generations,
             } => {
                 let mut log = NatsLog::open(conn, name, *replicas)?;
                 log.set_lease(lease.clone());
+                log.set_generations(generations.clone());
                 let found = Recovered {
                     last_seq: log.next_seq().checked_sub(1).filter(|s| *s > 0),
                     truncated_bytes: 0,

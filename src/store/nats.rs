@@ -29,9 +29,14 @@
 //! - **erasure is physical**: [`EventLog::erase`] uses the stream's secure delete, which
 //!   overwrites the message in the stream's files (its copy in the replication log goes
 //!   with the stream's next snapshot);
-//! - **no in-place rewrite**: a stream assigns its own sequences, so [`EventLog::rewrite`]
-//!   and [`EventLog::advance_to`] past the end are refused ([`LogError::Unsupported`]);
-//!   compaction of a stream is a rotation to a new one.
+//! - **log sequences survive rotation**: every message carries its log sequence in the
+//!   `Episodic-Seq` header. In a stream's first generation it equals the stream sequence;
+//!   compaction ([`EventLog::rewrite`]) is a rotation: the kept records are published, with
+//!   their log sequences, to a new stream (the next generation, named by the
+//!   [`Generations`] the log was opened with), which is then made the log by a
+//!   compare-and-set of the shard's generation record, and only then is the old stream
+//!   deleted, on every replica. Without [`Generations`], rewriting is refused
+//!   ([`LogError::Unsupported`]), and so is [`EventLog::advance_to`] past the end.
 //!
 //! Methods block the calling thread (the writer's, never an async one) on the connection's
 //! own runtime, whatever runtime the caller may be inside.
@@ -52,6 +57,9 @@ use sha2::{Digest, Sha256};
 
 use super::event_log::{EventLog, Records};
 use super::log::{LogError, LogRecord};
+
+/// The header holding a message's log sequence.
+const SEQ_HEADER: &str = "Episodic-Seq";
 
 /// How long an append keeps re-publishing a batch whose outcome is unknown (longer than
 /// the worst leader election measured, 8 s) before it gives up.
@@ -208,6 +216,16 @@ impl NatsConnection {
     }
 }
 
+/// Who decides which stream is a log's current generation (cluster mode: the shard's
+/// record in the coordination bucket).
+pub trait Generations: Send + Sync + std::fmt::Debug {
+    /// The stream that would follow `current`.
+    fn next_name(&self, current: &str) -> String;
+    /// Makes `next` the log in place of `current` by compare-and-set; fails, changing
+    /// nothing, if the record no longer names `current`.
+    fn commit(&self, current: &str, next: &str) -> Result<(), String>;
+}
+
 /// A stream's state and its replicas' health, as its leader reports them.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -321,6 +339,15 @@ impl WriteLease {
 pub struct NatsLog {
     /// Appends are refused once it lapses.
     lease: Option<WriteLease>,
+    /// Rotation's compare-and-set, if this log may be compacted.
+    generations: Option<Arc<dyn Generations>>,
+    /// Copies the stream keeps.
+    replicas: usize,
+    /// The stream sequence of the last message this handle knows of.
+    physical_last: u64,
+    /// `(log sequence, stream sequence)` of every record read or written, when the two
+    /// differ (a rotated stream); empty otherwise.
+    shifted: Option<parking_lot::Mutex<Vec<(u64, u64)>>>,
     conn: NatsConnection,
     stream: Stream,
     name: String,
@@ -359,6 +386,10 @@ impl NatsLog {
             .map_err(|e| remote(name, format!("opening the stream: {e}")))?;
         let mut log = NatsLog {
             lease: None,
+            generations: None,
+            replicas,
+            physical_last: 0,
+            shifted: None,
             conn: conn.clone(),
             stream,
             name: name.to_string(),
@@ -366,9 +397,92 @@ impl NatsLog {
             next: 0,
             stopped: None,
         };
-        let (last, _, _) = log.state()?;
+        let (last, messages, _) = log.state()?;
+        log.physical_last = last;
         log.next = last + 1;
+        if messages > 0 {
+            let logical = log.last_logical()?.unwrap_or(last);
+            log.next = logical + 1;
+            if logical != last {
+                log.shifted = Some(parking_lot::Mutex::new(Vec::new()));
+            }
+        }
         Ok(log)
+    }
+
+    /// The log sequence of the stream's last message, if it has one.
+    fn last_logical(&self) -> Result<Option<u64>, LogError> {
+        let stream = self.stream.clone();
+        let subject = self.subject.clone();
+        let last = self.conn.run(&self.name, async move {
+            stream.get_last_raw_message_by_subject(&subject).await
+        })?;
+        match last {
+            Ok(message) => Ok(Some(
+                logical_seq(&message.headers).unwrap_or(message.sequence),
+            )),
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(remote(&self.name, format!("reading the last record: {e}"))),
+        }
+    }
+
+    /// Lets [`EventLog::rewrite`] rotate the log to a new generation through `generations`.
+    pub fn set_generations(&mut self, generations: Option<Arc<dyn Generations>>) {
+        self.generations = generations;
+    }
+
+    /// The stream sequence of the record at log sequence `seq`, if known.
+    fn physical(&self, seq: u64) -> Option<u64> {
+        match &self.shifted {
+            None => Some(seq),
+            Some(map) => {
+                let map = map.lock();
+                map.binary_search_by_key(&seq, |(l, _)| *l)
+                    .ok()
+                    .map(|i| map[i].1)
+            }
+        }
+    }
+
+    /// Notes that log sequence `logical` is at stream sequence `physical` (in order).
+    fn noted(&self, logical: u64, physical: u64) {
+        if let Some(map) = &self.shifted {
+            let mut map = map.lock();
+            if map.last().is_none_or(|(l, _)| *l < logical) {
+                map.push((logical, physical));
+            }
+        }
+    }
+
+    /// Publishes `records` with their own log sequences to this (new, empty) stream, in
+    /// batches, fenced like any append.
+    fn publish_records(&mut self, records: &[LogRecord]) -> Result<(), LogError> {
+        if records.iter().any(|r| r.seq == 0) || records.windows(2).any(|w| w[0].seq >= w[1].seq) {
+            return Err(remote(
+                &self.name,
+                "rotated records must have increasing sequences".into(),
+            ));
+        }
+        if !records.is_empty() && records.len() as u64 != records[records.len() - 1].seq {
+            self.shifted = Some(parking_lot::Mutex::new(Vec::with_capacity(records.len())));
+        }
+        for chunk in records.chunks(READ_BATCH) {
+            let batch: Vec<Outgoing> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Outgoing {
+                    seq: r.seq,
+                    before: self.physical_last + i as u64,
+                    id: message_id(&self.name, r.seq, &r.payload),
+                    payload: Bytes::copy_from_slice(&r.payload),
+                })
+                .collect();
+            self.publish(&batch)?;
+        }
+        if let Some(last) = records.last() {
+            self.next = last.seq + 1;
+        }
+        Ok(())
     }
 
     /// Refuses appends once `lease` lapses (`None`: never).
@@ -400,6 +514,61 @@ impl NatsLog {
             .map_err(|e| remote(&self.name, format!("reading the stream's state: {e}")))
     }
 
+    /// Publishes `batch` (whose fences chain on this handle's last stream sequence) until
+    /// it is stored, fenced, or its outcome stays unknown past [`RETRY_DEADLINE`].
+    fn publish(&mut self, batch: &[Outgoing]) -> Result<(), LogError> {
+        let Some(first) = batch.first().map(|m| m.before + 1) else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let deadline = started + RETRY_DEADLINE;
+        loop {
+            let (js, subject) = (self.conn.inner.js.clone(), self.subject.clone());
+            let answers = self
+                .conn
+                .run(&self.name, publish_all(js, subject, batch.to_vec()))?;
+            match judge(first, &answers) {
+                Round::Stored => {
+                    crate::telemetry::log_published(started.elapsed());
+                    for (i, m) in batch.iter().enumerate() {
+                        self.noted(m.seq, first + i as u64);
+                    }
+                    self.physical_last = first - 1 + batch.len() as u64;
+                    return Ok(());
+                }
+                Round::Fenced { at: 0 } => {
+                    let found = self.state().map_or(0, |(last, _, _)| last);
+                    self.stopped = Some(format!("another writer appended after {}", first - 1));
+                    return Err(LogError::Fenced {
+                        log: self.name.clone(),
+                        expected: first - 1,
+                        found,
+                    });
+                }
+                Round::Fenced { at } => {
+                    return Err(self.stop(format!(
+                        "another writer appended after record {}: {at} of this batch's {} \
+                         records are stored, the rest refused",
+                        first + at as u64 - 1,
+                        batch.len()
+                    )));
+                }
+                Round::Failed(why) => return Err(self.stop(why)),
+                Round::Retry(why) if Instant::now() >= deadline => {
+                    return Err(self.stop(format!(
+                        "no acknowledgement within {} s ({why}); part of the batch may be \
+                         stored",
+                        RETRY_DEADLINE.as_secs()
+                    )));
+                }
+                Round::Retry(why) => {
+                    tracing::warn!(log = %self.name, reason = %why, "publishing the batch again");
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            }
+        }
+    }
+
     fn stop(&mut self, why: String) -> LogError {
         self.stopped = Some(why.clone());
         remote(&self.name, why)
@@ -413,6 +582,11 @@ fn remote(log: &str, reason: String) -> LogError {
     }
 }
 
+/// The log sequence a message's headers carry, if any.
+fn logical_seq(headers: &async_nats::HeaderMap) -> Option<u64> {
+    headers.get(SEQ_HEADER)?.as_str().parse().ok()
+}
+
 /// The `Nats-Msg-Id` of the record at `seq`: its position and a digest of its content.
 fn message_id(stream: &str, seq: u64, payload: &[u8]) -> String {
     let digest = Sha256::digest(payload);
@@ -422,7 +596,10 @@ fn message_id(stream: &str, seq: u64, payload: &[u8]) -> String {
 /// One message of a batch, ready to publish (again).
 #[derive(Clone)]
 struct Outgoing {
+    /// The record's log sequence.
     seq: u64,
+    /// The stream sequence it must follow.
+    before: u64,
     id: String,
     payload: Bytes,
 }
@@ -435,8 +612,11 @@ type Answer = Result<u64, (PublishErrorKind, String)>;
 /// fencing), then the others are pipelined.
 async fn publish_all(js: jetstream::Context, subject: String, batch: Vec<Outgoing>) -> Vec<Answer> {
     let publish = |m: Outgoing| {
-        let msg = PublishMessage::build().payload(m.payload).message_id(m.id);
-        let msg = match m.seq - 1 {
+        let msg = PublishMessage::build()
+            .payload(m.payload)
+            .message_id(m.id)
+            .header(SEQ_HEADER, m.seq.to_string());
+        let msg = match m.before {
             0 => msg.expected_last_subject_sequence(0),
             before => msg.expected_last_sequence(before),
         };
@@ -535,56 +715,18 @@ impl EventLog for NatsLog {
         let batch: Vec<Outgoing> = payloads
             .iter()
             .zip(first..)
-            .map(|(p, seq)| Outgoing {
+            .enumerate()
+            .map(|(i, (p, seq))| Outgoing {
                 seq,
+                before: self.physical_last + i as u64,
                 id: message_id(&self.name, seq, p),
                 payload: Bytes::copy_from_slice(p),
             })
             .collect();
-        let started = Instant::now();
-        let deadline = started + RETRY_DEADLINE;
-        loop {
-            let (js, subject) = (self.conn.inner.js.clone(), self.subject.clone());
-            let answers = self
-                .conn
-                .run(&self.name, publish_all(js, subject, batch.clone()))?;
-            match judge(first, &answers) {
-                Round::Stored => {
-                    crate::telemetry::log_published(started.elapsed());
-                    self.next = first + batch.len() as u64;
-                    return Ok((first..self.next).collect());
-                }
-                Round::Fenced { at: 0 } => {
-                    let found = self.state().map_or(0, |(last, _, _)| last);
-                    self.stopped = Some(format!("another writer appended after {}", first - 1));
-                    return Err(LogError::Fenced {
-                        log: self.name.clone(),
-                        expected: first - 1,
-                        found,
-                    });
-                }
-                Round::Fenced { at } => {
-                    return Err(self.stop(format!(
-                        "another writer appended after record {}: {at} of this batch's {} \
-                         records are stored, the rest refused",
-                        first + at as u64 - 1,
-                        batch.len()
-                    )));
-                }
-                Round::Failed(why) => return Err(self.stop(why)),
-                Round::Retry(why) if Instant::now() >= deadline => {
-                    return Err(self.stop(format!(
-                        "no acknowledgement within {} s ({why}); part of the batch may be \
-                         stored",
-                        RETRY_DEADLINE.as_secs()
-                    )));
-                }
-                Round::Retry(why) => {
-                    tracing::warn!(log = %self.name, reason = %why, "publishing the batch again");
-                    std::thread::sleep(Duration::from_millis(250));
-                }
-            }
-        }
+        let len = batch.len() as u64;
+        self.publish(&batch)?;
+        self.next = first + len;
+        Ok((first..self.next).collect())
     }
 
     fn next_seq(&self) -> u64 {
@@ -594,12 +736,21 @@ impl EventLog for NatsLog {
     fn read_from(&self, from: u64) -> Result<Records<'_>, LogError> {
         let from = from.max(1);
         let (last, messages, _) = self.state()?;
-        if messages == 0 || from > last {
+        if messages == 0 || from >= self.next.max(last + 1) {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        // A rotated stream's records sit at stream sequences at or below their log
+        // sequences: it is read from its start, skipping what comes before `from`.
+        let start = match &self.shifted {
+            None => from,
+            Some(_) => self.physical(from).unwrap_or(1),
+        };
+        if start > last {
             return Ok(Box::new(std::iter::empty()));
         }
         let config = pull::Config {
             deliver_policy: DeliverPolicy::ByStartSequence {
-                start_sequence: from,
+                start_sequence: start,
             },
             ack_policy: AckPolicy::None,
             inactive_threshold: Duration::from_secs(60),
@@ -619,18 +770,68 @@ impl EventLog for NatsLog {
             log: self,
             consumer,
             last,
-            through: from - 1,
+            from,
+            through: start - 1,
             buffer: VecDeque::new(),
             ended: false,
         }))
     }
 
-    fn rewrite(&mut self, _records: &[LogRecord]) -> Result<(), LogError> {
-        Err(LogError::Unsupported {
-            log: self.name.clone(),
-            what: "rewrite records in place (a stream numbers its own messages; compact it by \
-                   rotating to a new stream)",
+    fn rewrite(&mut self, records: &[LogRecord]) -> Result<(), LogError> {
+        let Some(generations) = self.generations.clone() else {
+            return Err(LogError::Unsupported {
+                log: self.name.clone(),
+                what: "rewrite records in place (a stream numbers its own messages; compact it by \
+                       rotating to a new stream, which needs the shard's generation record)",
+            });
+        };
+        if let Some(why) = &self.stopped {
+            return Err(remote(&self.name, format!("appends stopped: {why}")));
+        }
+        if self.lease.as_ref().is_some_and(|l| !l.valid()) {
+            return Err(remote(
+                &self.name,
+                "this node's lease on the stream lapsed; another node may own it now".into(),
+            ));
+        }
+        let old = self.name.clone();
+        let new_name = generations.next_name(&old);
+        // A rotation that failed before its commit may have left the next stream behind.
+        self.conn.delete_stream(&new_name)?;
+        let mut next = NatsLog::open(&self.conn, &new_name, self.replicas)?;
+        next.lease = self.lease.clone();
+        next.generations = Some(Arc::clone(&generations));
+        let published = next.publish_records(records);
+        if let Err(e) = published {
+            let _ = self.conn.delete_stream(&new_name);
+            return Err(e);
+        }
+        if let Err(why) = generations.commit(&old, &new_name) {
+            let _ = self.conn.delete_stream(&new_name);
+            return Err(self.stop(format!("the shard's generation record moved: {why}")));
+        }
+        next.next = next.next.max(self.next);
+        *self = next;
+        // The new generation is the log now; the old one goes, on every replica (a replica
+        // that is down drops it when it comes back).
+        let mut deleted = self.conn.delete_stream(&old);
+        for _ in 0..10 {
+            if deleted.is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            deleted = self.conn.delete_stream(&old);
+        }
+        deleted.map_err(|e| {
+            remote(
+                &old,
+                format!("rotated to {new_name}, but deleting the old generation failed: {e}"),
+            )
         })
+    }
+
+    fn erases_in_place(&self) -> bool {
+        true
     }
 
     fn erase(&mut self, seqs: &[u64]) -> Result<(), LogError> {
@@ -638,15 +839,24 @@ impl EventLog for NatsLog {
             return Ok(());
         }
         let (last, _, _) = self.state()?;
-        if seqs.contains(&last) {
+        if seqs.contains(&(self.next - 1)) {
             return Err(remote(
                 &self.name,
-                format!("the last record ({last}) holds the log's highest sequence and cannot be erased"),
+                format!(
+                    "the last record ({}) holds the log's highest sequence and cannot be erased",
+                    self.next - 1
+                ),
             ));
         }
         let stream = self.stream.clone();
         // Past the end the server answers "store EOF", not "not found": nothing to erase.
-        let seqs: Vec<u64> = seqs.iter().copied().filter(|s| *s <= last).collect();
+        // A record whose stream sequence this handle has not seen is left to the next
+        // rotation, which drops every erased record.
+        let seqs: Vec<u64> = seqs
+            .iter()
+            .filter_map(|s| self.physical(*s))
+            .filter(|s| *s <= last)
+            .collect();
         self.conn
             .run(&self.name, async move {
                 for seq in seqs {
@@ -683,7 +893,10 @@ impl EventLog for NatsLog {
 struct Reader<'a> {
     log: &'a NatsLog,
     consumer: jetstream::consumer::Consumer<pull::Config>,
+    /// The stream sequence the read ends at.
     last: u64,
+    /// The first log sequence wanted.
+    from: u64,
     through: u64,
     buffer: VecDeque<LogRecord>,
     ended: bool,
@@ -705,11 +918,19 @@ impl Reader<'_> {
                     .map_err(|e| e.to_string())?;
                 while let Some(message) = batch.next().await {
                     let message = message.map_err(|e| e.to_string())?;
-                    let seq = message.info().map_err(|e| e.to_string())?.stream_sequence;
-                    out.push(LogRecord {
-                        seq,
-                        payload: message.payload.to_vec(),
-                    });
+                    let physical = message.info().map_err(|e| e.to_string())?.stream_sequence;
+                    let logical = message
+                        .headers
+                        .as_ref()
+                        .and_then(logical_seq)
+                        .unwrap_or(physical);
+                    out.push((
+                        physical,
+                        LogRecord {
+                            seq: logical,
+                            payload: message.payload.to_vec(),
+                        },
+                    ));
                 }
                 Ok::<_, String>(out)
             })?;
@@ -724,10 +945,13 @@ impl Reader<'_> {
                 }
                 Err(why) => return Err(remote(&self.log.name, format!("reading: {why}"))),
             };
-            for record in records {
-                if record.seq > self.through && record.seq <= self.last {
-                    self.through = record.seq;
-                    self.buffer.push_back(record);
+            for (physical, record) in records {
+                if physical > self.through && physical <= self.last {
+                    self.through = physical;
+                    self.log.noted(record.seq, physical);
+                    if record.seq >= self.from {
+                        self.buffer.push_back(record);
+                    }
                 }
             }
             if !self.buffer.is_empty() || self.through >= self.last {

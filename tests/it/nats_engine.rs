@@ -31,6 +31,7 @@ fn a_new_data_dir_is_rebuilt_from_the_stream_without_embedding() {
         name: name.clone(),
         replicas: 3,
         lease: None,
+        generations: None,
     };
     let grant = TenantGrant::internal("acme", "cluster-test");
     let rt = rt();

@@ -3,11 +3,12 @@
 //! and a stream leader killed with SIGKILL in the middle of appends.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use episodic::store::contract::{check_core, Opener};
-use episodic::store::nats::{NatsConnection, NatsLog, WriteLease};
-use episodic::store::{EventLog, LogError};
+use episodic::store::contract::{check_core, check_rewrite, Opener};
+use episodic::store::nats::{Generations, NatsConnection, NatsLog, WriteLease};
+use episodic::store::{EventLog, LogError, LogRecord};
 
 use crate::nats_cluster::{shared, unique_stream, NatsCluster};
 
@@ -31,6 +32,113 @@ fn a_stream_keeps_the_event_log_contract() {
         Box::new(move || Box::new(NatsLog::open(&conn, &name, 3).expect("open the stream")))
     };
     check_core(&fresh);
+}
+
+/// The generation record of one test log, in memory: what the cluster's catalog is to a
+/// shard.
+#[derive(Debug)]
+struct MemGenerations {
+    base: String,
+    current: std::sync::Mutex<u64>,
+}
+
+impl MemGenerations {
+    fn name(&self, generation: u64) -> String {
+        format!("{}_G{generation}", self.base)
+    }
+    fn current_name(&self) -> String {
+        self.name(*self.current.lock().expect("lock"))
+    }
+}
+
+impl Generations for MemGenerations {
+    fn next_name(&self, current: &str) -> String {
+        let generation: u64 = current
+            .rsplit_once("_G")
+            .expect("a generation")
+            .1
+            .parse()
+            .expect("n");
+        self.name(generation + 1)
+    }
+    fn commit(&self, current: &str, next: &str) -> Result<(), String> {
+        let mut now = self.current.lock().expect("lock");
+        if self.name(*now) != current {
+            return Err(format!("the log is {} now", self.name(*now)));
+        }
+        assert_eq!(next, self.name(*now + 1));
+        *now += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_rotating_stream_keeps_the_rewrite_contract() {
+    let conn = connect(shared());
+    let fresh = || -> Opener {
+        let conn = conn.clone();
+        let generations = Arc::new(MemGenerations {
+            base: unique_stream("ROTATE"),
+            current: std::sync::Mutex::new(1),
+        });
+        Box::new(move || {
+            let mut log = NatsLog::open(&conn, &generations.current_name(), 3).expect("open");
+            log.set_generations(Some(generations.clone() as Arc<dyn Generations>));
+            Box::new(log)
+        })
+    };
+    check_rewrite(&fresh);
+}
+
+#[test]
+fn a_rotation_drops_the_old_generation_and_appends_go_on() {
+    let conn = connect(shared());
+    let generations = Arc::new(MemGenerations {
+        base: unique_stream("ROTATED"),
+        current: std::sync::Mutex::new(1),
+    });
+    let mut log = NatsLog::open(&conn, &generations.current_name(), 3).expect("open");
+    log.set_generations(Some(generations.clone() as Arc<dyn Generations>));
+    let first = generations.current_name();
+    for payload in [&b"one"[..], b"secret canary", b"three", b"four"] {
+        log.append_batch(&[payload]).expect("append");
+    }
+    let kept: Vec<LogRecord> = all(&log)
+        .into_iter()
+        .filter(|(seq, _)| *seq != 2)
+        .map(|(seq, payload)| LogRecord { seq, payload })
+        .collect();
+    log.rewrite(&kept).expect("rotate");
+    assert_eq!(
+        generations.current_name(),
+        format!("{}_G2", generations.base)
+    );
+    assert!(
+        conn.stream_health(&first).expect("health").is_none(),
+        "the old generation is gone"
+    );
+    assert_eq!(log.append_batch(&[b"five"]).expect("append after"), vec![5]);
+    // Erasure by log sequence still finds the record in the rotated stream.
+    log.erase(&[3]).expect("erase");
+    let reopened = NatsLog::open(&conn, &generations.current_name(), 3).expect("reopen");
+    assert_eq!(reopened.next_seq(), 6);
+    let seqs: Vec<u64> = all(&reopened).into_iter().map(|(seq, _)| seq).collect();
+    assert_eq!(seqs, vec![1, 4, 5]);
+    assert_eq!(
+        all(&reopened)
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| *s >= 4)
+            .count(),
+        2
+    );
+    let from_four: Vec<u64> = reopened
+        .read_from(4)
+        .expect("read")
+        .map(|r| r.expect("record").seq)
+        .collect();
+    assert_eq!(from_four, vec![4, 5]);
+    let _ = conn.delete_stream(&generations.current_name());
 }
 
 /// Two handles at the same position, the second one stale once the first appends; `before`

@@ -143,7 +143,30 @@ impl Writer {
         apply_delete(&self.shared, rec, true);
         let seq = seqs.first().copied().unwrap_or_default();
         self.audit.record(delete_entry(seq, rec, extra));
+        self.erase_in_place(rec);
         Ok(rec.deleted_at)
+    }
+
+    /// Where the log erases cheaply (a stream), the deleted events' records are erased
+    /// from it at once; a failure only waits for compaction, which drops them regardless.
+    /// Receipts say `purged` only after compaction, which also purges the derived indexes.
+    fn erase_in_place(&mut self, rec: &DeleteRecord) {
+        if !self.log.erases_in_place() {
+            return;
+        }
+        let seqs: Vec<u64> = {
+            let table = self.shared.table.read();
+            rec.event_ids
+                .iter()
+                .filter_map(|id| match table.lookup(&rec.tenant_id, id) {
+                    Lookup::Deleted(t) => Some(t.seq),
+                    Lookup::Live(_) | Lookup::Missing => None,
+                })
+                .collect()
+        };
+        if let Err(e) = self.log.erase(&seqs) {
+            tracing::warn!(error = %e, "erasing deleted records from the log failed; compaction drops them");
+        }
     }
 
     /// A deletion record of `ids` stamped now.

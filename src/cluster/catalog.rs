@@ -1,0 +1,198 @@
+//! Which generation of each shard's stream is current: a replicated KV bucket without
+//! expiry (`<cluster>_SHARDS`), one key per rotated shard. A shard without a key is in its
+//! first generation.
+//!
+//! Invariants: a generation record only moves forward, by one, by compare-and-set against
+//! the generation the rotating owner read (a create when the shard had none), so two
+//! rotations of one shard can never both commit; the record is written only after the new
+//! generation holds every kept record, and the old stream is deleted only after the record
+//! names the new one ([`crate::store::nats`]).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use futures_util::StreamExt;
+
+use super::lease::LeaseError;
+use super::shards::stream_name;
+use crate::store::nats::{Generations, NatsConnection};
+
+/// The generation records of one cluster's shards.
+#[derive(Clone)]
+pub struct Catalog {
+    conn: NatsConnection,
+    store: kv::Store,
+    bucket: String,
+    cluster: String,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("bucket", &self.bucket)
+            .finish()
+    }
+}
+
+fn key(shard: u32) -> String {
+    format!("gen.{shard}")
+}
+
+/// The generation in a stream name (`EPISODIC_7_G3` → 3).
+fn generation_of(stream: &str) -> Option<u64> {
+    stream.rsplit_once("_G")?.1.parse().ok()
+}
+
+impl Catalog {
+    /// Opens (creating when missing) the catalog of `cluster`, with `replicas` copies.
+    pub fn open(conn: &NatsConnection, cluster: &str, replicas: usize) -> Result<Self, LeaseError> {
+        let bucket = format!("{cluster}_SHARDS");
+        let store = conn
+            .key_value(&bucket, replicas, Duration::ZERO)
+            .map_err(|e| LeaseError::Bucket {
+                bucket: bucket.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(Catalog {
+            conn: conn.clone(),
+            store,
+            bucket,
+            cluster: cluster.to_string(),
+        })
+    }
+
+    fn failed(&self, reason: impl std::fmt::Display) -> LeaseError {
+        LeaseError::Bucket {
+            bucket: self.bucket.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The current generation of `shard` and the revision of its record (`None`: first
+    /// generation, no record).
+    pub fn generation(&self, shard: u32) -> Result<(u64, Option<u64>), LeaseError> {
+        let store = self.store.clone();
+        let entry = self
+            .conn
+            .run(&self.bucket, async move { store.entry(key(shard)).await })
+            .map_err(|e| self.failed(e))?
+            .map_err(|e| self.failed(e))?;
+        match entry {
+            Some(e) if e.operation == kv::Operation::Put => {
+                let generation = std::str::from_utf8(&e.value)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| self.failed(format!("shard {shard}: unreadable generation")))?;
+                Ok((generation, Some(e.revision)))
+            }
+            _ => Ok((1, None)),
+        }
+    }
+
+    /// The current stream of `shard`.
+    pub fn stream(&self, shard: u32) -> Result<String, LeaseError> {
+        Ok(stream_name(&self.cluster, shard, self.generation(shard)?.0))
+    }
+
+    /// Every shard's generation beyond the first.
+    pub fn all(&self) -> Result<HashMap<u32, u64>, LeaseError> {
+        let store = self.store.clone();
+        let entries = self
+            .conn
+            .run(&self.bucket, async move {
+                let mut keys = store.keys().await.map_err(|e| e.to_string())?;
+                let mut names = Vec::new();
+                while let Some(k) = keys.next().await {
+                    names.push(k.map_err(|e| e.to_string())?);
+                }
+                let mut out = Vec::new();
+                for name in names {
+                    if let Some(v) = store.get(&name).await.map_err(|e| e.to_string())? {
+                        out.push((name, v));
+                    }
+                }
+                Ok::<_, String>(out)
+            })
+            .map_err(|e| self.failed(e))?
+            .map_err(|e| self.failed(e))?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(name, value)| {
+                let shard = name.strip_prefix("gen.")?.parse().ok()?;
+                let generation = std::str::from_utf8(&value).ok()?.parse().ok()?;
+                Some((shard, generation))
+            })
+            .collect())
+    }
+
+    /// The rotation handle of `shard`'s log.
+    pub fn rotation(&self, shard: u32) -> ShardGenerations {
+        ShardGenerations {
+            catalog: self.clone(),
+            shard,
+        }
+    }
+}
+
+/// Rotation of one shard's log through the catalog.
+#[derive(Debug)]
+pub struct ShardGenerations {
+    catalog: Catalog,
+    shard: u32,
+}
+
+impl Generations for ShardGenerations {
+    fn next_name(&self, current: &str) -> String {
+        let generation = generation_of(current).unwrap_or(1);
+        stream_name(&self.catalog.cluster, self.shard, generation + 1)
+    }
+
+    fn commit(&self, current: &str, next: &str) -> Result<(), String> {
+        let (from, to) = match (generation_of(current), generation_of(next)) {
+            (Some(from), Some(to)) if to == from + 1 => (from, to),
+            _ => return Err(format!("{current} → {next} is not one generation forward")),
+        };
+        let (now, revision) = self
+            .catalog
+            .generation(self.shard)
+            .map_err(|e| e.to_string())?;
+        if now != from {
+            return Err(format!(
+                "shard {} is in generation {now}, not {from}",
+                self.shard
+            ));
+        }
+        let store = self.catalog.store.clone();
+        let (key, value) = (key(self.shard), to.to_string().into_bytes());
+        let written = self
+            .catalog
+            .conn
+            .run(&self.catalog.bucket, async move {
+                match revision {
+                    None => store
+                        .create(key, value.into())
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Some(rev) => store
+                        .update(key, value.into(), rev)
+                        .await
+                        .map_err(|e| e.to_string()),
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        written.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_are_read_from_stream_names() {
+        assert_eq!(generation_of("EPISODIC_7_G1"), Some(1));
+        assert_eq!(generation_of("EPI_G_7_G12"), Some(12));
+        assert_eq!(generation_of("EPISODIC_7"), None);
+    }
+}
