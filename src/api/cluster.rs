@@ -67,9 +67,11 @@ pub async fn cluster_status(
             .into_iter()
             .map(|h| (h.shard, h.serving))
             .collect();
+        let generations = node.catalog().all().map_err(|e| unavailable(&e))?;
         let mut shards = Vec::with_capacity(config.shards as usize);
         for shard in 0..config.shards {
-            let stream = stream_name(&config.cluster, shard, 1);
+            let generation = generations.get(&shard).copied().unwrap_or(1);
+            let stream = stream_name(&config.cluster, shard, generation);
             let health = node
                 .connection()
                 .stream_health(&stream)
@@ -79,7 +81,7 @@ pub async fn cluster_status(
                 "shard": shard,
                 "owner": owner.map(|(n, _)| n),
                 "epoch": owner.map(|(_, rev)| rev),
-                "generation": 1,
+                "generation": generation,
                 "servingHere": held.get(&shard).copied(),
                 "stream": health.map_or_else(|| json!({"name": stream, "exists": false}), |h| json!(h)),
             }));

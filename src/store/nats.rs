@@ -794,6 +794,11 @@ impl EventLog for NatsLog {
                 "this node's lease on the stream lapsed; another node may own it now".into(),
             ));
         }
+        // An empty log keeps no high-water mark (compaction hands it a marker at 0): there
+        // is nothing to rotate.
+        if self.next == 1 && records.iter().all(|r| r.seq == 0) {
+            return Ok(());
+        }
         let old = self.name.clone();
         let new_name = generations.next_name(&old);
         // A rotation that failed before its commit may have left the next stream behind.

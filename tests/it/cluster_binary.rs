@@ -31,6 +31,7 @@ pub struct EpisodicNode {
     dir: PathBuf,
     cluster: String,
     nats: String,
+    ttl_ms: u64,
     child: Option<Child>,
 }
 
@@ -38,6 +39,17 @@ impl EpisodicNode {
     /// Starts node `id` of `cluster` with its data under `root/<id>`. The first node is
     /// configured by flags, the others by environment variables (both are the contract).
     pub fn start(root: &Path, cluster: &str, nats: &str, id: &str) -> EpisodicNode {
+        Self::start_with_ttl(root, cluster, nats, id, TTL_MS)
+    }
+
+    /// As [`EpisodicNode::start`], with a lease TTL of `ttl_ms`.
+    pub fn start_with_ttl(
+        root: &Path,
+        cluster: &str,
+        nats: &str,
+        id: &str,
+        ttl_ms: u64,
+    ) -> EpisodicNode {
         let port = free_port();
         let mut node = EpisodicNode {
             id: id.to_string(),
@@ -46,6 +58,7 @@ impl EpisodicNode {
             dir: root.join(id),
             cluster: cluster.to_string(),
             nats: nats.to_string(),
+            ttl_ms,
             child: None,
         };
         node.spawn();
@@ -72,7 +85,7 @@ impl EpisodicNode {
         let child = cmd
             .args(["--cluster-shards", &SHARDS.to_string()])
             .env("EPISODIC_CLUSTER_NAME", &self.cluster)
-            .env("EPISODIC_CLUSTER_LEASE_TTL_MS", TTL_MS.to_string())
+            .env("EPISODIC_CLUSTER_LEASE_TTL_MS", self.ttl_ms.to_string())
             .env("EPISODIC_ADMIN_KEY", ADMIN)
             .env("EPISODIC_DATA_DIR", &self.dir)
             .env("EPISODIC_LISTEN", format!("127.0.0.1:{}", self.port))
@@ -107,9 +120,15 @@ impl EpisodicNode {
         }
     }
 
-    /// The node's stderr so far (for failure messages).
+    /// The last lines of the node's stderr, warnings and errors only (for failure messages).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
+        let all = std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+        let lines: Vec<&str> = all
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .filter(|l| !l.contains("/readyz"))
+            .collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 }
 
@@ -192,12 +211,12 @@ pub fn tenant_owned_by(client: &Client, via: &EpisodicNode, owner: &str, prefix:
         .unwrap_or_else(|| panic!("no tenant on a shard of {owner}"))
 }
 
-/// A key for `tenant` with `roles`, made on `node`.
+/// A key for `tenant` with `roles` (and every privacy class), made on `node`.
 pub fn make_key(client: &Client, node: &EpisodicNode, tenant: &str, roles: &[&str]) -> String {
     let resp = client
         .post(format!("{}/v1/admin/keys", node.base))
         .bearer_auth(ADMIN)
-        .json(&json!({"tenantId": tenant, "roles": roles}))
+        .json(&json!({"tenantId": tenant, "roles": roles, "maxPrivacyClass": "sensitive"}))
         .send()
         .expect("create key");
     assert_eq!(resp.status().as_u16(), 201, "{}", node.log());
@@ -481,6 +500,7 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
                     dir: PathBuf::new(),
                     cluster: String::new(),
                     nats: String::new(),
+                    ttl_ms: 0,
                     child: None,
                 };
                 let mut i = 0;
@@ -625,4 +645,187 @@ fn an_owner_paused_past_its_lease_cannot_write() {
         timeline_ids(&client, &n1, &key).len(),
         3 + usize::from(status == 201)
     );
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if std::fs::read(&path)
+            .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Sends a request until its answer is not a retryable 503 (60 s at most); the status and
+/// body of the last answer.
+fn retried(send: impl Fn() -> reqwest::blocking::Response) -> (u16, Value) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let resp = send();
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().unwrap_or_default();
+        if status != 503 || Instant::now() > deadline {
+            return (status, body);
+        }
+        eprintln!("retrying after 503: {body}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn erasure_and_rotation_leave_no_trace_even_with_a_nats_node_down() {
+    let nats = crate::nats_cluster::NatsCluster::private();
+    let root = tempfile::tempdir().expect("tmp");
+    let cluster = unique_stream("BINERASE");
+    let client = client();
+    // The canary is written while n1 holds every shard, on a shard n1 then gives to n2, so
+    // n1 keeps a stale copy of it that the rotation must clear too.
+    // A lease outlasts a NATS server's death (its elections), as in production.
+    let ttl = 15_000;
+    let n1 = EpisodicNode::start_with_ttl(root.path(), &cluster, &nats.urls, "n1", ttl);
+    wait_ready(&client, &n1.base);
+    wait_balanced(&client, &[&n1], Duration::from_secs(90));
+    let tenant = (0..200)
+        .map(|i| format!("erase-{i}"))
+        .find(|t| cluster_status(&client, &n1, Some(t))["tenant"]["shard"].as_u64() >= Some(2))
+        .expect("a tenant on shard 2 or 3");
+    let key = make_key(&client, &n1, &tenant, &["writer", "reader", "operator"]);
+    let canary = "quixoticcanary";
+    let mut ids = Vec::new();
+    for (actor, text) in [
+        (
+            "user:gone",
+            format!("Gone's {canary} address is 12 Elm Street"),
+        ),
+        ("user:gone", format!("Gone asked about {canary} invoices")),
+        ("user:stay", "Stay renewed the contract".to_string()),
+    ] {
+        let body = event(actor, &text, "2026-06-10T08:00:00Z");
+        let resp = client
+            .post(format!("{}/v1/events", n1.base))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
+            .expect("write");
+        assert_eq!(resp.status().as_u16(), 201);
+        ids.push(
+            resp.json::<Value>().expect("json")["eventId"]
+                .as_str()
+                .expect("id")
+                .to_string(),
+        );
+    }
+    let n2 = EpisodicNode::start_with_ttl(root.path(), &cluster, &nats.urls, "n2", ttl);
+    wait_ready(&client, &n2.base);
+    wait_balanced(&client, &[&n1, &n2], Duration::from_secs(90));
+    assert_eq!(
+        cluster_status(&client, &n1, Some(&tenant))["tenant"]["owner"],
+        "n2",
+        "the canary's shard moved to n2"
+    );
+    let shard = cluster_status(&client, &n1, Some(&tenant))["tenant"]["shard"]
+        .as_u64()
+        .expect("shard");
+    let stale = n1.dir.join("shards").join(shard.to_string());
+    assert!(
+        stale.exists(),
+        "n1 keeps a stale copy of the shard (what the rotation must clear too)"
+    );
+
+    // The scan below can see the canary: every NATS server holds it now.
+    let holds_canary = |i: usize| {
+        nats.store_files(i).iter().any(|f| {
+            std::fs::read(f).is_ok_and(|b| b.windows(canary.len()).any(|w| w == canary.as_bytes()))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(1..=3).all(holds_canary) {
+        assert!(
+            Instant::now() < deadline,
+            "the canary never reached every NATS server's files"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // One NATS server is down during the erasure and the rotation.
+    nats.kill9(3);
+    let (status, receipt) = retried(|| {
+        client
+            .post(format!("{}/v1/erasure", n1.base))
+            .bearer_auth(&key)
+            .json(&json!({"actorId": "user:gone"}))
+            .send()
+            .expect("erase")
+    });
+    assert_eq!(status, 200, "{receipt}\n{}", n2.log());
+    assert_eq!(receipt["purged"], false, "not purged before the rotation");
+    let (status, report) = retried(|| {
+        client
+            .post(format!("{}/v1/admin/compact", n1.base))
+            .bearer_auth(ADMIN)
+            .send()
+            .expect("compact")
+    });
+    assert_eq!(status, 200, "{report}");
+    let purged: Vec<&str> = report["purgedEventIds"]
+        .as_array()
+        .expect("purged")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(purged.contains(&ids[0].as_str()) && purged.contains(&ids[1].as_str()));
+    // A receipt says purged only now.
+    let resp = client
+        .delete(format!("{}/v1/events/{}", n1.base, ids[0]))
+        .bearer_auth(&key)
+        .send()
+        .expect("delete again");
+    assert_eq!(resp.status().as_u16(), 200);
+    let receipt: Value = resp.json().expect("json");
+    assert_eq!(receipt["purged"], true, "{receipt}");
+    nats.restart(3);
+
+    // The survivor answers from the new generation; the erased events are gone, the other
+    // stays.
+    let left = timeline_ids(&client, &n1, &key);
+    assert_eq!(left, vec![ids[2].clone()]);
+    let status = cluster_status(&client, &n1, Some(&tenant));
+    assert_eq!(
+        status["shards"][shard as usize]["generation"], 2,
+        "{status}"
+    );
+
+    // No trace anywhere: every file of the three NATS servers (the restarted one drops the
+    // deleted generation when it rejoins) and of both Episodic nodes.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut traces: Vec<PathBuf> = (1..=3)
+            .flat_map(|i| nats.store_files(i))
+            .filter(|f| {
+                std::fs::read(f)
+                    .is_ok_and(|b| b.windows(canary.len()).any(|w| w == canary.as_bytes()))
+            })
+            .collect();
+        traces.extend(files_holding(&n1.dir, canary.as_bytes()));
+        traces.extend(files_holding(&n2.dir, canary.as_bytes()));
+        if stale.exists() {
+            traces.push(stale.clone());
+        }
+        if traces.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the canary is still in {traces:#?}\n{}",
+            n1.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

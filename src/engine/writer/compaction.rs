@@ -7,7 +7,9 @@
 //! it merges the scope index and rebuilds the HNSW graph and vector store without deleted
 //! vectors (and drops the vector partitions, rebuilt from what remains); the audit trail
 //! never holds content, so it needs no rewrite (its file is append-only, which keeps the
-//! audit index's offsets valid); it blocks writes while it runs.
+//! audit index's offsets valid); it blocks writes while it runs. On a stream (cluster mode)
+//! the rewrite is a rotation to the shard's next generation, run only when some deleted
+//! content awaits its purge.
 
 use std::sync::Arc;
 
@@ -49,7 +51,11 @@ impl Writer {
         self.commit_scope();
         let before = self.log.size_bytes();
         let (records, purged) = self.compacted_records()?;
-        self.log.rewrite(&records)?;
+        // A stream's rotation copies the whole log: skipped when it would drop nothing
+        // (deletions erased their records at once; the rotation is for what remains).
+        if !(self.log.erases_in_place() && purged.is_empty()) {
+            self.log.rewrite(&records)?;
+        }
         self.mark_purged();
         self.shared.scope.merge_all()?;
         let live = self.rebuild_vectors()?;
