@@ -151,17 +151,30 @@ pub fn client() -> Client {
         .expect("client")
 }
 
-/// The cluster as `node` reports it (admin).
+/// The cluster as `node` reports it (admin), retrying while NATS cannot answer (an
+/// election).
 pub fn cluster_status(client: &Client, node: &EpisodicNode, tenant: Option<&str>) -> Value {
-    let mut req = client
-        .get(format!("{}/v1/admin/cluster", node.base))
-        .bearer_auth(ADMIN);
-    if let Some(t) = tenant {
-        req = req.query(&[("tenant", t)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut req = client
+            .get(format!("{}/v1/admin/cluster", node.base))
+            .bearer_auth(ADMIN);
+        if let Some(t) = tenant {
+            req = req.query(&[("tenant", t)]);
+        }
+        let resp = req.send().expect("cluster status");
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().expect("json");
+        if status == 200 {
+            return body;
+        }
+        assert!(
+            status == 503 && Instant::now() < deadline,
+            "cluster status {status}: {body}\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
     }
-    let resp = req.send().expect("cluster status");
-    assert_eq!(resp.status().as_u16(), 200, "{}", node.log());
-    resp.json().expect("json")
 }
 
 /// Waits until every shard is held and each of `nodes` holds its even share.
@@ -469,9 +482,10 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
     let root = tempfile::tempdir().expect("tmp");
     let (client, mut n1, n2) = two_nodes(root.path(), "BINKILL");
     let tenant = tenant_owned_by(&client, &n2, "n1", "kill");
+    // Made on the node that dies: the key lives in the replicated bucket, not on n1.
     let key = make_key(
         &client,
-        &n2,
+        &n1,
         &tenant,
         &["writer", "reader", "memory_reviewer", "operator"],
     );
@@ -828,4 +842,249 @@ fn erasure_and_rotation_leave_no_trace_even_with_a_nats_node_down() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// The NATS server (1..=3) leading `stream`, as a node's cluster status reports it.
+fn stream_leader(client: &Client, node: &EpisodicNode, shard: u64) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = cluster_status(client, node, None);
+        if let Some(leader) = status["shards"][shard as usize]["stream"]["leader"].as_str() {
+            return leader.trim_start_matches('n').parse().expect("nN");
+        }
+        assert!(Instant::now() < deadline, "the stream has no leader");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_killed_stream_leader_and_a_lagging_nats_server_lose_nothing() {
+    let nats = crate::nats_cluster::NatsCluster::private();
+    let root = tempfile::tempdir().expect("tmp");
+    let cluster = unique_stream("BINLEADER");
+    let client = client();
+    let ttl = 15_000;
+    let n1 = EpisodicNode::start_with_ttl(root.path(), &cluster, &nats.urls, "n1", ttl);
+    wait_ready(&client, &n1.base);
+    let n2 = EpisodicNode::start_with_ttl(root.path(), &cluster, &nats.urls, "n2", ttl);
+    wait_ready(&client, &n2.base);
+    wait_balanced(&client, &[&n1, &n2], Duration::from_secs(90));
+    let tenant = tenant_owned_by(&client, &n1, "n1", "leader");
+    let key = make_key(&client, &n1, &tenant, &["writer", "reader"]);
+    let shard = cluster_status(&client, &n1, Some(&tenant))["tenant"]["shard"]
+        .as_u64()
+        .expect("shard");
+
+    // Writers through both nodes (n2 forwards), each retrying a write with its own
+    // eventId until it is acknowledged.
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (acked, stop, key) = (Arc::clone(&acked), Arc::clone(&stop), key.clone());
+            let base = if w % 2 == 0 {
+                n1.base.clone()
+            } else {
+                n2.base.clone()
+            };
+            std::thread::spawn(move || {
+                let client = self::client();
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let id = format!("evt-{w}-{i}");
+                    let mut body = event(
+                        "user:dana",
+                        &format!("Writer {w} logged shipment {i}"),
+                        "2026-06-11T09:00:00Z",
+                    );
+                    body["eventId"] = json!(id);
+                    let deadline = Instant::now() + Duration::from_secs(120);
+                    loop {
+                        let resp = client
+                            .post(format!("{base}/v1/events"))
+                            .bearer_auth(&key)
+                            .json(&body)
+                            .send();
+                        match resp {
+                            Ok(r) if r.status().as_u16() == 201 => break,
+                            Ok(r) if r.status().as_u16() != 503 => {
+                                panic!(
+                                    "write {id}: {} {}",
+                                    r.status(),
+                                    r.text().unwrap_or_default()
+                                )
+                            }
+                            _ => {
+                                assert!(Instant::now() < deadline, "{id} never acknowledged");
+                                std::thread::sleep(Duration::from_millis(200));
+                            }
+                        }
+                    }
+                    acked.lock().expect("acked").push(id);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let count = || acked.lock().expect("acked").len();
+    let wait_for_more = |more: usize, what: &str| {
+        let target = count() + more;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while count() < target {
+            assert!(
+                Instant::now() < deadline,
+                "no progress {what}\n{}",
+                n1.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for_more(100, "before the kill");
+    let leader = stream_leader(&client, &n1, shard);
+    nats.kill9(leader);
+    let killed_at = count();
+    wait_for_more(100, "after the stream leader's death");
+    eprintln!("stream leader n{leader} killed after {killed_at} writes; writes went on");
+    // The dead server comes back having missed those writes, and catches up.
+    nats.restart(leader);
+    wait_for_more(50, "after the restart");
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let acked = acked.lock().expect("acked").clone();
+    let last_seq = |status: &Value| status["shards"][shard as usize]["stream"]["lastSeq"].as_u64();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = cluster_status(&client, &n1, None);
+        let stream = &status["shards"][shard as usize]["stream"];
+        let caught_up = stream["replicas"].as_array().is_some_and(|r| {
+            r.len() == 2 && r.iter().all(|r| r["current"] == true && r["lag"] == 0)
+        });
+        if caught_up && last_seq(&status).is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted server never caught up: {stream}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Make the restarted server part of every quorum: stop another one, so what the
+    // cluster answers now needs its copy.
+    let other = (1..=3).find(|i| *i != leader).expect("another server");
+    nats.kill9(other);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ids = loop {
+        let resp = client
+            .get(format!("{}/v1/timeline", n2.base))
+            .bearer_auth(&key)
+            .query(&[("limit", "1")])
+            .send();
+        if resp.is_ok_and(|r| r.status().is_success()) {
+            break timeline_ids(&client, &n2, &key);
+        }
+        assert!(Instant::now() < deadline, "no answer with n{other} down");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for id in &ids {
+        *counts.entry(id.as_str()).or_default() += 1;
+    }
+    for id in &acked {
+        assert_eq!(
+            counts.get(id.as_str()),
+            Some(&1),
+            "{id} present exactly once"
+        );
+    }
+    assert_eq!(
+        ids.len(),
+        acked.len(),
+        "nothing unacknowledged appeared twice"
+    );
+    eprintln!("{} acknowledged writes, all present once", acked.len());
+    let recall: Value = client
+        .post(format!("{}/v1/recall", n1.base))
+        .bearer_auth(&key)
+        .json(&json!({"query": "Writer 1 logged shipment 3", "limit": 5, "includeStale": true}))
+        .send()
+        .expect("recall")
+        .json()
+        .expect("json");
+    // The same words in another order make another writer's event as good a match.
+    assert!(
+        recall["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .any(|r| r["event"]["eventId"] == "evt-1-3"),
+        "{recall}"
+    );
+}
+
+#[test]
+fn a_shard_moves_to_another_node_on_request() {
+    let root = tempfile::tempdir().expect("tmp");
+    let (client, n1, n2) = two_nodes(root.path(), "BINMOVE");
+    let tenant = tenant_owned_by(&client, &n1, "n1", "move");
+    let key = make_key(&client, &n1, &tenant, &["writer", "reader"]);
+    for i in 0..5 {
+        let body = event(
+            "user:dana",
+            &format!("Moved note {i}"),
+            "2026-06-11T09:00:00Z",
+        );
+        assert_eq!(write_until_acked(&client, &n1, &key, &body), 201);
+    }
+    let before = timeline_ids(&client, &n1, &key);
+    let shard = cluster_status(&client, &n1, Some(&tenant))["tenant"]["shard"]
+        .as_u64()
+        .expect("shard");
+    // Asked of the node that does not own it: passed on to the owner.
+    let resp = client
+        .post(format!("{}/v1/admin/cluster/shards/{shard}/move", n2.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"to": "n2"}))
+        .send()
+        .expect("move");
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().expect("json");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["from"], "n1");
+    assert_eq!(body["taken"], true);
+    eprintln!("shard {shard} moved in {} ms", body["tookMs"]);
+    assert_eq!(
+        cluster_status(&client, &n1, Some(&tenant))["tenant"]["owner"],
+        "n2"
+    );
+    // Served by n2 now, through either node, with everything it held; writes go on.
+    assert_eq!(
+        write_until_acked(
+            &client,
+            &n1,
+            &key,
+            &event("user:dana", "After the move", "2026-06-12T09:00:00Z")
+        ),
+        201
+    );
+    let after = timeline_ids(&client, &n1, &key);
+    assert_eq!(after.len(), before.len() + 1);
+    assert!(before.iter().all(|id| after.contains(id)));
+    assert_eq!(after, timeline_ids(&client, &n2, &key));
+    // The moved shard stays where it was put: n2 keeps it although it holds more than
+    // its share now.
+    std::thread::sleep(Duration::from_millis(TTL_MS));
+    assert_eq!(
+        cluster_status(&client, &n1, Some(&tenant))["tenant"]["owner"],
+        "n2"
+    );
+    // Bad requests are named.
+    let resp = client
+        .post(format!("{}/v1/admin/cluster/shards/{shard}/move", n2.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"to": "nobody"}))
+        .send()
+        .expect("move");
+    assert_eq!(resp.status().as_u16(), 422);
 }
