@@ -18,6 +18,14 @@ use crate::common::{event, model_dir};
 use crate::nats_cluster::{shared, unique_stream};
 use crate::server_binary::{free_port, wait_ready};
 
+/// The tests of this file run one at a time: each runs several servers, which on a small
+/// machine would otherwise starve each other's lease renewals.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The admin key every node is given.
 const ADMIN: &str = "cluster-admin-Key-7f3a9c2e51b84d06a2e9f4c7b1d3e8a5";
 const SHARDS: u32 = 4;
@@ -322,6 +330,7 @@ fn two_nodes(root: &Path, prefix: &str) -> (Client, EpisodicNode, EpisodicNode) 
 
 #[test]
 fn any_node_answers_for_any_tenant_as_the_owner_does() {
+    let _serial = serial();
     let root = tempfile::tempdir().expect("tmp");
     let (client, n1, n2) = two_nodes(root.path(), "BINSAME");
     let on_n1 = tenant_owned_by(&client, &n1, "n1", "same");
@@ -479,6 +488,7 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
 
 #[test]
 fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
+    let _serial = serial();
     let root = tempfile::tempdir().expect("tmp");
     let (client, mut n1, n2) = two_nodes(root.path(), "BINKILL");
     let tenant = tenant_owned_by(&client, &n2, "n1", "kill");
@@ -618,6 +628,7 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
 
 #[test]
 fn an_owner_paused_past_its_lease_cannot_write() {
+    let _serial = serial();
     let root = tempfile::tempdir().expect("tmp");
     let (client, n1, n2) = two_nodes(root.path(), "BINZOMBIE");
     let tenant = tenant_owned_by(&client, &n2, "n1", "zombie");
@@ -695,6 +706,7 @@ fn retried(send: impl Fn() -> reqwest::blocking::Response) -> (u16, Value) {
 
 #[test]
 fn erasure_and_rotation_leave_no_trace_even_with_a_nats_node_down() {
+    let _serial = serial();
     let nats = crate::nats_cluster::NatsCluster::private();
     let root = tempfile::tempdir().expect("tmp");
     let cluster = unique_stream("BINERASE");
@@ -859,6 +871,7 @@ fn stream_leader(client: &Client, node: &EpisodicNode, shard: u64) -> usize {
 
 #[test]
 fn a_killed_stream_leader_and_a_lagging_nats_server_lose_nothing() {
+    let _serial = serial();
     let nats = crate::nats_cluster::NatsCluster::private();
     let root = tempfile::tempdir().expect("tmp");
     let cluster = unique_stream("BINLEADER");
@@ -1025,6 +1038,7 @@ fn a_killed_stream_leader_and_a_lagging_nats_server_lose_nothing() {
 
 #[test]
 fn a_shard_moves_to_another_node_on_request() {
+    let _serial = serial();
     let root = tempfile::tempdir().expect("tmp");
     let (client, n1, n2) = two_nodes(root.path(), "BINMOVE");
     let tenant = tenant_owned_by(&client, &n1, "n1", "move");
