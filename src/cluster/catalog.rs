@@ -2,6 +2,9 @@
 //! expiry (`<cluster>_SHARDS`), one key per rotated shard. A shard without a key is in its
 //! first generation.
 //!
+//! The same bucket records the write policy in force (`policy`, its JSON): the first node
+//! to start records its own, and a node with another policy refuses to start.
+//!
 //! Invariants: a generation record only moves forward, by one, by compare-and-set against
 //! the generation the rotating owner read (a create when the shard had none), so two
 //! rotations of one shard can never both commit; the record is written only after the new
@@ -126,6 +129,46 @@ impl Catalog {
             .collect())
     }
 
+    /// Records `policy` (its JSON) as the cluster's write policy if none is recorded yet;
+    /// otherwise checks that it is the recorded one. Every node runs under the same policy,
+    /// so a shard's decisions do not depend on which node owns it.
+    pub fn agree_on_policy(&self, policy: &[u8], version: &str) -> Result<(), PolicyMismatch> {
+        let store = self.store.clone();
+        let value = policy.to_vec();
+        let created = self
+            .conn
+            .run(&self.bucket, async move {
+                match store.create("policy", value.into()).await {
+                    Ok(_) => Ok(None),
+                    Err(_) => store
+                        .get("policy")
+                        .await
+                        .map(|v| v.map(|b| b.to_vec()))
+                        .map_err(|e| e.to_string()),
+                }
+            })
+            .map_err(|e| PolicyMismatch::Unreadable(e.to_string()))?
+            .map_err(PolicyMismatch::Unreadable)?;
+        match created {
+            None => Ok(()),
+            Some(recorded) if recorded == policy => Ok(()),
+            Some(recorded) => {
+                let theirs = serde_json::from_slice::<serde_json::Value>(&recorded)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("version")
+                            .and_then(|v| v.as_str())
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| "?".into());
+                Err(PolicyMismatch::Differs {
+                    ours: version.to_string(),
+                    theirs,
+                })
+            }
+        }
+    }
+
     /// The rotation handle of `shard`'s log.
     pub fn rotation(&self, shard: u32) -> ShardGenerations {
         ShardGenerations {
@@ -133,6 +176,25 @@ impl Catalog {
             shard,
         }
     }
+}
+
+/// Why a node may not run under its write policy.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyMismatch {
+    /// The cluster runs another policy.
+    #[error(
+        "this node's write policy ({ours}) differs from the cluster's ({theirs}): give every \
+         node the same policy file"
+    )]
+    Differs {
+        /// This node's policy version.
+        ours: String,
+        /// The cluster's.
+        theirs: String,
+    },
+    /// The record could not be read or written.
+    #[error("the cluster's policy record: {0}")]
+    Unreadable(String),
 }
 
 /// Rotation of one shard's log through the catalog.

@@ -154,6 +154,8 @@ impl Node {
         // may both wait on it at once.
         let catalog = Catalog::open(conn, &config.cluster, config.replicas)
             .context("opening the shard catalog")?;
+        let policy = serde_json::to_vec(&config.engine.policy).context("encoding the policy")?;
+        catalog.agree_on_policy(&policy, &config.engine.policy.version)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("episodic-node")

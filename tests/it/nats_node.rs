@@ -188,3 +188,37 @@ fn a_node_that_stops_cleanly_hands_its_shards_over_at_once() {
     second.stop();
     delete_streams(&conn, &cluster);
 }
+
+#[test]
+fn a_node_with_another_write_policy_refuses_to_join() {
+    let conn = NatsConnection::connect(&shared().urls).expect("connect");
+    let cluster = unique_stream("POLICY");
+    let dirs = [
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    ];
+    let first = node(&conn, &cluster, "n1", dirs[0].path());
+    let mut config = NodeConfig {
+        node_id: "n2".into(),
+        advertise_url: "http://n2.invalid".into(),
+        cluster: cluster.clone(),
+        shards: SHARDS,
+        lease_ttl: TTL,
+        replicas: 3,
+        engine: EngineConfig::new(dirs[1].path().to_path_buf()),
+    };
+    config.engine.policy.version = "v2-stricter".into();
+    let refused = Node::start(&conn, config.clone(), real_model())
+        .err()
+        .expect("another policy is refused");
+    assert!(
+        format!("{refused:#}").contains("v2-stricter"),
+        "{refused:#}"
+    );
+    // The same policy joins.
+    config.engine.policy = EngineConfig::new(dirs[1].path().to_path_buf()).policy;
+    let second = Node::start(&conn, config, real_model()).expect("the same policy joins");
+    second.stop();
+    first.stop();
+    delete_streams(&conn, &cluster);
+}
