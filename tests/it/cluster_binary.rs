@@ -438,6 +438,23 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
             .expect("timeline");
         assert_eq!(resp.status().as_u16(), 401);
     }
+    // MCP through the node that does not own the tenant: the tools see the owner's data.
+    let mcp_answer = crate::common::rt().block_on(async {
+        let mcp = crate::mcp::connect(&format!("{}/mcp", n2.base), &key1)
+            .await
+            .expect("MCP through the forwarding node");
+        let recalled = crate::mcp::call(
+            &mcp,
+            "recall",
+            json!({"query": "renewal meeting Thursday", "limit": 3, "includeStale": true}),
+        )
+        .await;
+        crate::mcp::text(&recalled)
+    });
+    assert!(
+        mcp_answer.contains("renewal meeting to Thursday") && !mcp_answer.contains(canary),
+        "{mcp_answer}"
+    );
     // A forged node-to-node mark is refused.
     let resp = client
         .get(format!("{}/v1/timeline", n1.base))

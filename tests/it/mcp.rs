@@ -29,14 +29,14 @@ async fn serve(app: &App) -> String {
     format!("http://{addr}/mcp")
 }
 
-async fn connect(url: &str, key: &str) -> Result<Client, String> {
+pub(crate) async fn connect(url: &str, key: &str) -> Result<Client, String> {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url).auth_header(key),
     );
     ().serve(transport).await.map_err(|e| e.to_string())
 }
 
-async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments must be an object");
     };
@@ -46,7 +46,7 @@ async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(crate) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
