@@ -96,6 +96,8 @@ pub struct AuditAppender {
     pending: Vec<AuditEntry>,
     /// The replicated copy that is the source of truth, in cluster mode.
     mirror: Option<Box<dyn EventLog>>,
+    /// The highest event-log sequence an entry of the trail audits.
+    max_log_seq: Option<u64>,
 }
 
 impl std::fmt::Debug for AuditAppender {
@@ -161,6 +163,7 @@ impl AuditAppender {
             trail: Arc::new(trail),
             pending: Vec::new(),
             mirror: None,
+            max_log_seq: facts.max_log_seq,
         };
         Ok((appender, facts))
     }
@@ -201,7 +204,7 @@ impl AuditAppender {
 
     /// Copies the mirror's entries the file lacks into it, in order, and indexes them;
     /// returns them. A no-op without a mirror or when the file is caught up.
-    fn catch_up(&mut self) -> Result<Vec<AuditEntry>, AuditError> {
+    pub fn catch_up(&mut self) -> Result<Vec<AuditEntry>, AuditError> {
         let Some(mirror) = &self.mirror else {
             return Ok(Vec::new());
         };
@@ -233,7 +236,28 @@ impl AuditAppender {
         let seqs = self.log.append_batch(&refs)?;
         self.trail
             .indexed(&placements(&copied, &payloads, &seqs, start));
+        self.note_log_seqs(&copied);
         Ok(copied)
+    }
+
+    /// A standby's step: learns what the mirror's writer (another node) appended, and copies
+    /// it into the file.
+    pub fn follow(&mut self) -> Result<Vec<AuditEntry>, AuditError> {
+        if let Some(mirror) = &mut self.mirror {
+            mirror.refresh()?;
+        }
+        self.catch_up()
+    }
+
+    fn note_log_seqs(&mut self, entries: &[AuditEntry]) {
+        for seq in entries.iter().filter_map(|e| e.log_seq) {
+            self.max_log_seq = Some(self.max_log_seq.map_or(seq, |m| m.max(seq)));
+        }
+    }
+
+    /// The highest event-log sequence an entry of the trail audits.
+    pub fn max_log_seq(&self) -> Option<u64> {
+        self.max_log_seq
     }
 
     /// The readers' view of the trail, kept up to date by this appender.
@@ -275,6 +299,7 @@ impl AuditAppender {
         if let Some(mirror) = &mut self.mirror {
             mirror.append_batch(&refs)?;
         }
+        self.note_log_seqs(entries);
         let start = self.log.len_bytes();
         let seqs = match self.log.append_batch(&refs) {
             Ok(seqs) => seqs,

@@ -69,6 +69,15 @@ pub struct Lease {
 struct Announcement {
     node: String,
     url: String,
+    /// When it was made, in Unix milliseconds by the announcing node's clock.
+    #[serde(default)]
+    at_ms: u64,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Who is live and who holds what, read from the bucket at one moment (advisory).
@@ -76,6 +85,9 @@ struct Announcement {
 pub struct ClusterView {
     /// Live nodes and the URL each is reached at.
     pub nodes: std::collections::BTreeMap<String, String>,
+    /// The live nodes that announced themselves within the last half TTL (a node that
+    /// died is still live until its announcement expires, but no longer fresh).
+    pub fresh: std::collections::BTreeSet<String>,
     /// Held shards: the holder and the revision of the lease's last write.
     pub shards: std::collections::BTreeMap<u32, (String, u64)>,
     /// Shards being handed to a named node (only that node may take them meanwhile).
@@ -230,6 +242,7 @@ impl Leases {
         let value = serde_json::to_vec(&Announcement {
             node: node.to_string(),
             url: url.to_string(),
+            at_ms: unix_ms(),
         })
         .map_err(|e| self.failed(e))?;
         self.run(async move { store.put(key, value.into()).await })?
@@ -262,6 +275,10 @@ impl Leases {
         for (name, value, revision) in entries {
             if let Some(node) = name.strip_prefix("node.") {
                 if let Ok(a) = serde_json::from_slice::<Announcement>(&value) {
+                    let age = unix_ms().saturating_sub(a.at_ms);
+                    if u128::from(age) < self.ttl.as_millis() / 2 {
+                        view.fresh.insert(node.to_string());
+                    }
                     view.nodes.insert(node.to_string(), a.url);
                 }
             } else if let Some(shard) = name.strip_prefix("handoff.") {

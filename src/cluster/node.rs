@@ -15,7 +15,12 @@
 //!   lease (a long replay never lets the node's other leases lapse); an engine whose lease
 //!   was lost while it opened is closed, never served;
 //! - the node's view of the cluster (who is live at which URL, who holds which shard) is
-//!   refreshed every coordination round and is advisory: it only says where to forward.
+//!   refreshed every coordination round and is advisory: it only says where to forward;
+//! - each shard has a standby, the first live node after its owner in id order: an engine
+//!   that follows the shard's stream every round and appends nothing (its write lease is
+//!   revoked, and no request is ever routed to it); the standby that takes the shard over is
+//!   promoted (it applies the tail it had not seen, audits what the trail lacks, and its
+//!   lease makes it writable), so a failover replays only that tail.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -68,6 +73,21 @@ struct Held {
     moved_here: bool,
 }
 
+/// A standby of a shard another node owns: an engine following the shard's stream.
+struct Follower {
+    engine: Engine,
+    /// Revoked while it follows; extended by the lease when it is promoted.
+    writable: WriteLease,
+}
+
+/// Work for the opener thread.
+enum Job {
+    /// Serve the shard of this lease (promoting its standby, if any).
+    Serve(Lease),
+    /// Open a standby of this shard.
+    Stand(u32),
+}
+
 /// Where a tenant's requests are served.
 #[derive(Clone)]
 pub enum Route {
@@ -112,7 +132,15 @@ struct Inner {
     seen_holders: Mutex<HashMap<u32, String>>,
     first_round: AtomicBool,
     stop: AtomicBool,
-    opener: Mutex<Option<mpsc::Sender<Lease>>>,
+    opener: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Standbys of shards other nodes own, and those being opened.
+    followers: RwLock<HashMap<u32, Follower>>,
+    standing: Mutex<std::collections::HashSet<u32>>,
+    /// When this node first saw each formerly held shard free, while it let the shard's
+    /// standby take it first.
+    deferred: Mutex<HashMap<u32, Instant>>,
+    /// Shards taken over by promoting a standby (for tests and status).
+    promotions: std::sync::atomic::AtomicU64,
     /// Runs the engines' async shutdowns from the coordination thread.
     runtime: tokio::runtime::Runtime,
 }
@@ -180,6 +208,10 @@ impl Node {
             first_round: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             opener: Mutex::new(Some(open_tx)),
+            followers: RwLock::new(HashMap::new()),
+            standing: Mutex::new(std::collections::HashSet::new()),
+            deferred: Mutex::new(HashMap::new()),
+            promotions: std::sync::atomic::AtomicU64::new(0),
             runtime,
         });
         inner.announce()?;
@@ -293,6 +325,18 @@ impl Node {
         &self.inner.conn
     }
 
+    /// Shards this node stands by for (following their streams), in order.
+    pub fn standby_shards(&self) -> Vec<u32> {
+        let mut shards: Vec<u32> = self.inner.followers.read().keys().copied().collect();
+        shards.sort_unstable();
+        shards
+    }
+
+    /// How many shards this node took over by promoting its standby.
+    pub fn promotions(&self) -> u64 {
+        self.inner.promotions.load(Ordering::SeqCst)
+    }
+
     /// The shards' generation records.
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
@@ -350,6 +394,10 @@ impl Node {
                 let _ = self.inner.leases.release(&h.lease);
             }
         }
+        let followers: Vec<(u32, Follower)> = self.inner.followers.write().drain().collect();
+        for (_, f) in followers {
+            self.inner.close(&f.engine);
+        }
         crate::telemetry::cluster_shards_held(0);
         if release {
             let _ = self.inner.leases.withdraw(&self.inner.config.node_id);
@@ -397,6 +445,7 @@ impl Inner {
                     self.take_free();
                     self.shed_excess();
                     self.tidy_dirs();
+                    self.keep_standbys();
                 }
                 Err(e) => tracing::warn!(error = %e, "reading the cluster's view failed"),
             }
@@ -473,6 +522,10 @@ impl Inner {
                 || self.held.read().contains_key(&shard)
                 || self.view.read().shards.contains_key(&shard)
             {
+                self.deferred.lock().remove(&shard);
+                continue;
+            }
+            if !moved_here && self.defers_to_standby(shard) {
                 continue;
             }
             let lease = match self.leases.acquire(shard, &self.config.node_id) {
@@ -502,12 +555,33 @@ impl Inner {
                 .opener
                 .lock()
                 .as_ref()
-                .is_some_and(|tx| tx.send(lease.clone()).is_ok());
+                .is_some_and(|tx| tx.send(Job::Serve(lease.clone())).is_ok());
             if !sent {
                 self.held.write().remove(&shard);
                 let _ = self.leases.release(&lease);
                 return;
             }
+        }
+    }
+
+    /// Whether this node leaves the free `shard` to the standby of its last owner for now:
+    /// another live node is that standby, and the shard has been free, as this node saw it,
+    /// for less than half a TTL.
+    fn defers_to_standby(&self, shard: u32) -> bool {
+        let Some(previous) = self.seen_holders.lock().get(&shard).cloned() else {
+            return false;
+        };
+        let standby = {
+            let view = self.view.read();
+            standby_of(&previous, &view).map(str::to_string)
+        };
+        match standby {
+            Some(s) if s != self.config.node_id => {
+                let mut deferred = self.deferred.lock();
+                let since = *deferred.entry(shard).or_insert_with(Instant::now);
+                since.elapsed() < self.config.lease_ttl / 2
+            }
+            _ => false,
         }
     }
 
@@ -521,9 +595,11 @@ impl Inner {
         if held <= fair {
             return;
         }
+        // Only to nodes that announce themselves: a node that died stays live until its
+        // announcement expires, and would otherwise be given shards it cannot take.
         let lacking: usize = view
-            .nodes
-            .keys()
+            .fresh
+            .iter()
             .filter(|n| n.as_str() != me)
             .map(|n| fair.saturating_sub(view.shards.values().filter(|(o, _)| o == n).count()))
             .sum();
@@ -614,55 +690,209 @@ impl Inner {
         true
     }
 
+    /// The standby of each shard another node owns is the first live node after the owner
+    /// in id order (wrapping around). This node opens a standby of each shard it is the
+    /// standby of, steps each standby it has along its stream, and closes those it is no
+    /// longer the standby of.
+    fn keep_standbys(&self) {
+        let view = self.view.read().clone();
+        let me = self.config.node_id.as_str();
+        let wanted: std::collections::HashSet<u32> = if view.nodes.len() < 2 {
+            Default::default()
+        } else {
+            view.shards
+                .iter()
+                .filter(|(shard, (owner, _))| {
+                    owner != me
+                        && !self.held.read().contains_key(shard)
+                        && standby_of(owner, &view) == Some(me)
+                })
+                .map(|(shard, _)| *shard)
+                .collect()
+        };
+        let unwanted: Vec<u32> = self
+            .followers
+            .read()
+            .keys()
+            .filter(|s| !wanted.contains(s))
+            .copied()
+            .collect();
+        for shard in unwanted {
+            if let Some(f) = self.followers.write().remove(&shard) {
+                tracing::info!(shard, "no longer the shard's standby");
+                self.close(&f.engine);
+            }
+        }
+        for shard in &wanted {
+            let known =
+                self.followers.read().contains_key(shard) || !self.standing.lock().insert(*shard);
+            if known {
+                continue;
+            }
+            let sent = self
+                .opener
+                .lock()
+                .as_ref()
+                .is_some_and(|tx| tx.send(Job::Stand(*shard)).is_ok());
+            if !sent {
+                self.standing.lock().remove(shard);
+            }
+        }
+        let followers: Vec<(u32, Engine)> = self
+            .followers
+            .read()
+            .iter()
+            .map(|(s, f)| (*s, f.engine.clone()))
+            .collect();
+        for (shard, engine) in followers {
+            if let Err(e) = self.runtime.block_on(engine.follow()) {
+                // A rotation deleted the stream it followed, or the stream is unreachable:
+                // the next round opens a standby afresh.
+                tracing::warn!(shard, error = %e, "the standby stopped following");
+                if let Some(f) = self.followers.write().remove(&shard) {
+                    self.close(&f.engine);
+                }
+            }
+        }
+    }
+
     /// The opener thread: opens each shard handed over, one at a time, and serves it only if
-    /// the lease it was opened under is still the one held.
-    fn open_shards(&self, leases: &mpsc::Receiver<Lease>) {
-        while let Ok(lease) = leases.recv() {
+    /// the lease it was opened under is still the one held; opens standbys.
+    fn open_shards(&self, jobs: &mpsc::Receiver<Job>) {
+        while let Ok(job) = jobs.recv() {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let shard = lease.shard;
-            let started = Instant::now();
-            let writable = match self.held.read().get(&shard) {
-                Some(h) if h.lease.epoch == lease.epoch => h.writable.clone(),
-                _ => continue,
+            match job {
+                Job::Serve(lease) => self.serve_shard(&lease),
+                Job::Stand(shard) => self.open_standby(shard),
+            }
+        }
+    }
+
+    fn open_standby(&self, shard: u32) {
+        let started = Instant::now();
+        let writable = WriteLease::until(Instant::now());
+        writable.revoke();
+        let opened = self.open_shard(shard, writable.clone(), true);
+        self.standing.lock().remove(&shard);
+        match opened {
+            Ok(engine) => {
+                if self.held.read().contains_key(&shard) || self.stop.load(Ordering::SeqCst) {
+                    self.close(&engine);
+                    return;
+                }
+                tracing::info!(
+                    shard,
+                    opened_ms = started.elapsed().as_millis() as u64,
+                    "standing by for the shard"
+                );
+                self.followers
+                    .write()
+                    .insert(shard, Follower { engine, writable });
+            }
+            Err(e) => {
+                tracing::warn!(shard, error = %format!("{e:#}"), "opening a standby failed");
+            }
+        }
+    }
+
+    /// Serves the shard of `lease`: promotes its standby when this node has one (a replay
+    /// of what the standby had not applied yet), else opens it (a replay of the stream).
+    fn serve_shard(&self, lease: &Lease) {
+        let shard = lease.shard;
+        let started = Instant::now();
+        let current = |held: &HashMap<u32, Held>| {
+            held.get(&shard)
+                .is_some_and(|h| h.lease.epoch == lease.epoch)
+        };
+        if let Some(follower) = self.followers.write().remove(&shard) {
+            let promoted = {
+                let mut held = self.held.write();
+                match held.get_mut(&shard) {
+                    Some(h) if h.lease.epoch == lease.epoch => {
+                        follower.writable.extend_to(self.writable_until(&h.lease));
+                        h.writable = follower.writable.clone();
+                        true
+                    }
+                    _ => false,
+                }
             };
-            match self.open_shard(shard, writable) {
-                Ok(engine) => {
-                    let mut held = self.held.write();
-                    match held.get_mut(&shard) {
-                        Some(h)
-                            if h.lease.epoch == lease.epoch
-                                && !self.stop.load(Ordering::SeqCst) =>
-                        {
-                            h.engine = Some(engine);
+            if promoted {
+                match self.runtime.block_on(follower.engine.promote()) {
+                    Ok(_) => {
+                        let mut held = self.held.write();
+                        if current(&held) && !self.stop.load(Ordering::SeqCst) {
+                            if let Some(h) = held.get_mut(&shard) {
+                                h.engine = Some(follower.engine);
+                            }
                             drop(held);
+                            self.promotions.fetch_add(1, Ordering::SeqCst);
                             tracing::info!(
                                 shard,
                                 epoch = lease.epoch,
                                 opened_ms = started.elapsed().as_millis() as u64,
-                                "serving the shard"
+                                "serving the shard (promoted its standby)"
                             );
+                            return;
                         }
-                        _ => {
-                            drop(held);
-                            tracing::warn!(shard, "the lease was lost while the shard opened");
-                            self.close(&engine);
+                        drop(held);
+                        follower.writable.revoke();
+                        self.close(&follower.engine);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(shard, error = %e, "promoting the standby failed; opening the shard");
+                        // The shard opens under a write lease of its own; the standby's ends.
+                        if let Some(h) = self.held.write().get_mut(&shard) {
+                            h.writable = WriteLease::until(self.writable_until(&h.lease));
                         }
+                        follower.writable.revoke();
+                        self.close(&follower.engine);
                     }
                 }
-                Err(e) => {
-                    tracing::error!(shard, error = %format!("{e:#}"), "opening the shard failed");
-                    let gone = {
-                        let mut held = self.held.write();
-                        match held.get(&shard) {
-                            Some(h) if h.lease.epoch == lease.epoch => held.remove(&shard),
-                            _ => None,
-                        }
-                    };
-                    if let Some(h) = gone {
-                        let _ = self.leases.release(&h.lease);
+            } else {
+                self.close(&follower.engine);
+            }
+        }
+        let writable = match self.held.read().get(&shard) {
+            Some(h) if h.lease.epoch == lease.epoch => h.writable.clone(),
+            _ => return,
+        };
+        match self.open_shard(shard, writable, false) {
+            Ok(engine) => {
+                let mut held = self.held.write();
+                match held.get_mut(&shard) {
+                    Some(h)
+                        if h.lease.epoch == lease.epoch && !self.stop.load(Ordering::SeqCst) =>
+                    {
+                        h.engine = Some(engine);
+                        drop(held);
+                        tracing::info!(
+                            shard,
+                            epoch = lease.epoch,
+                            opened_ms = started.elapsed().as_millis() as u64,
+                            "serving the shard"
+                        );
                     }
+                    _ => {
+                        drop(held);
+                        tracing::warn!(shard, "the lease was lost while the shard opened");
+                        self.close(&engine);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(shard, error = %format!("{e:#}"), "opening the shard failed");
+                let gone = {
+                    let mut held = self.held.write();
+                    match held.get(&shard) {
+                        Some(h) if h.lease.epoch == lease.epoch => held.remove(&shard),
+                        _ => None,
+                    }
+                };
+                if let Some(h) = gone {
+                    let _ = self.leases.release(&h.lease);
                 }
             }
         }
@@ -677,7 +907,12 @@ impl Inner {
     /// Opens `shard`'s engine on its current generation. A directory left from another
     /// generation is removed first (rebuilt from the stream: its indexes may hold what a
     /// rotation purged); one from this generation is caught up from where it stopped.
-    fn open_shard(&self, shard: u32, writable: WriteLease) -> anyhow::Result<Engine> {
+    fn open_shard(
+        &self,
+        shard: u32,
+        writable: WriteLease,
+        follower: bool,
+    ) -> anyhow::Result<Engine> {
         let dir = shard_dir(&self.config.engine.data_dir, shard);
         let stream = self.catalog.stream(shard)?;
         let marker = dir.join(STREAM_MARKER);
@@ -688,6 +923,7 @@ impl Inner {
         let mut config = self.config.engine.clone();
         config.data_dir = dir;
         config.cpu_pool = Some(self.cpu.clone());
+        config.follower = follower;
         config.log = LogLocation::Stream {
             conn: self.conn.clone(),
             name: stream.clone(),
@@ -711,6 +947,16 @@ impl Inner {
     fn close(&self, engine: &Engine) {
         self.runtime.block_on(engine.shutdown());
     }
+}
+
+/// The standby of a shard `owner` holds: the first live node after it in id order,
+/// wrapping around (`None` with no other live node).
+fn standby_of<'a>(owner: &str, view: &'a ClusterView) -> Option<&'a str> {
+    let others = || view.nodes.keys().filter(|n| n.as_str() != owner);
+    others()
+        .find(|n| n.as_str() > owner)
+        .or_else(|| others().next())
+        .map(String::as_str)
 }
 
 /// The file in a shard's directory naming the stream (and so the generation) its derived

@@ -100,6 +100,9 @@ pub struct EngineConfig {
     /// own (cluster mode: the same on every node, so a shard's hashes do not change with its
     /// owner).
     pub audit_secret: Option<crate::audit::Keyed>,
+    /// Open as a standby (cluster mode): catch up with a log another node writes, follow it
+    /// ([`Engine::follow`]) and append nothing until [`Engine::promote`].
+    pub follower: bool,
     /// A CPU pool to share instead of building one of `cpu_threads` (a cluster node's
     /// shards share the node's pool).
     pub cpu_pool: Option<CpuPool>,
@@ -131,6 +134,7 @@ impl EngineConfig {
             log: crate::store::LogLocation::Local,
             audit_log: crate::store::LogLocation::Local,
             audit_secret: None,
+            follower: false,
             cpu_pool: None,
         }
     }
@@ -204,6 +208,22 @@ impl Engine {
             .send(Command::Refresh(tx))
             .map_err(|_| writer_gone())?;
         rx.await.map_err(|_| writer_gone())
+    }
+
+    /// A standby's step: applies what its log gained since the last step; the log's next
+    /// sequence after it.
+    pub async fn follow(&self) -> Result<u64, Error> {
+        self.ask(Command::Follow)
+            .await?
+            .map_err(|e| Error::Storage(writer::WriterError::Following(e)))
+    }
+
+    /// Makes a standby the writer: it follows to the end, audits what the trail lacks, and
+    /// accepts writes from then on.
+    pub async fn promote(&self) -> Result<u64, Error> {
+        self.ask(Command::Promote)
+            .await?
+            .map_err(|e| Error::Storage(writer::WriterError::Following(e)))
     }
 
     /// Flushes indexes and stops the writer; later writes fail with 503. Returns after the

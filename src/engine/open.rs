@@ -96,7 +96,8 @@ pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow:
     }
     let last_seq = recovered.last_seq;
     recovery::check(&paths.log, last_seq, &log_witnesses, &config.data_dir)?;
-    if !reconciled.entries.is_empty() {
+    // A standby audits nothing: what the trail lacks is audited when it is promoted.
+    if !reconciled.entries.is_empty() && !config.follower {
         tracing::warn!(
             entries = reconciled.entries.len(),
             "audited logged records the trail lacked (the writer stopped before the trail's fsync)"
@@ -283,6 +284,11 @@ fn start(
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
     let writer = Writer::new(Arc::clone(&shared), log, audit, config.writer.clone());
+    let writer = if config.follower {
+        writer.following()
+    } else {
+        writer
+    };
     let handle = std::thread::Builder::new()
         .name("episodic-writer".into())
         .spawn(move || {

@@ -86,6 +86,13 @@ pub trait EventLog: Send {
     /// [`EventLog::rewrite`]: that is an error and nothing changes.
     fn erase(&mut self, seqs: &[u64]) -> Result<(), LogError>;
 
+    /// Learns what other writers appended since this handle last looked (a standby's log
+    /// in cluster mode); afterwards [`EventLog::next_seq`] follows the log's last record.
+    /// A log only this handle writes has nothing to learn.
+    fn refresh(&mut self) -> Result<(), LogError> {
+        Ok(())
+    }
+
     /// Whether [`EventLog::erase`] is cheap enough to run at every deletion (it touches
     /// only the records named); otherwise erased records wait for compaction.
     fn erases_in_place(&self) -> bool {

@@ -839,6 +839,24 @@ impl EventLog for NatsLog {
         true
     }
 
+    fn refresh(&mut self) -> Result<(), LogError> {
+        let (last, messages, _) = self.state()?;
+        if last <= self.physical_last {
+            return Ok(());
+        }
+        let logical = if messages > 0 {
+            self.last_logical()?.unwrap_or(last)
+        } else {
+            last
+        };
+        if logical != last && self.shifted.is_none() {
+            self.shifted = Some(parking_lot::Mutex::new(Vec::new()));
+        }
+        self.physical_last = last;
+        self.next = self.next.max(logical + 1);
+        Ok(())
+    }
+
     fn erase(&mut self, seqs: &[u64]) -> Result<(), LogError> {
         if seqs.is_empty() {
             return Ok(());

@@ -70,7 +70,24 @@ fn pair(prefix: &str) -> Pair {
     let first = node(&conn, &cluster, "n1", dirs[0].path());
     wait_for_shards(&first, SHARDS as usize, Duration::from_secs(60));
     let second = node(&conn, &cluster, "n2", dirs[1].path());
+    // The first gives the second its share, and each stands by for the other's shards.
+    wait_until("the shares are even", Duration::from_secs(60), || {
+        first.owned_shards().len() == SHARDS as usize / 2
+            && second.owned_shards().len() == SHARDS as usize / 2
+    });
+    wait_until("standbys opened", Duration::from_secs(60), || {
+        second.standby_shards() == first.owned_shards()
+            && first.standby_shards() == second.owned_shards()
+    });
     (conn, cluster, first, second, dirs)
+}
+
+/// The engine of whichever node serves `tenant`.
+fn owner(first: &Node, second: &Node, tenant: &str) -> Engine {
+    first
+        .engine_for(tenant)
+        .or_else(|| second.engine_for(tenant))
+        .expect("a node serves the tenant")
 }
 
 fn delete_streams(conn: &NatsConnection, cluster: &str) {
@@ -96,7 +113,7 @@ fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
             let summary = format!("{tenant} shipped release {i}.{j} of the billing service");
             let body = event("user:dana", &summary, "2026-04-01T09:00:00Z");
             let written = rt
-                .block_on(engine(&first, tenant).write(&grant, input(&body), false))
+                .block_on(owner(&first, &second, tenant).write(&grant, input(&body), false))
                 .expect("write");
             acked.push((tenant.clone(), written.event.event_id));
         }
@@ -111,13 +128,12 @@ fn a_silent_node_s_shards_are_taken_over_with_every_acknowledged_event() {
     body["sourceTrust"] = serde_json::json!("untrusted_content");
     let grant = TenantGrant::internal(reviewed_tenant, "cluster-test");
     let pending = rt
-        .block_on(engine(&first, reviewed_tenant).write(&grant, input(&body), false))
+        .block_on(owner(&first, &second, reviewed_tenant).write(&grant, input(&body), false))
         .expect("write for review");
     assert!(matches!(
         pending.decision,
         episodic::model::Decision::Review { .. }
     ));
-    assert!(second.owned_shards().is_empty(), "held shards do not move");
 
     first.abandon();
     let took = wait_for_shards(&second, SHARDS as usize, TTL * 4 + Duration::from_secs(60));
@@ -220,5 +236,64 @@ fn a_node_with_another_write_policy_refuses_to_join() {
     let second = Node::start(&conn, config, real_model()).expect("the same policy joins");
     second.stop();
     first.stop();
+    delete_streams(&conn, &cluster);
+}
+
+/// Waits until `check` holds.
+fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_standby_follows_its_shard_and_is_promoted_on_failover() {
+    if std::env::var_os("EPISODIC_TEST_LOG").is_some() {
+        episodic::telemetry::init_logging("text");
+    }
+    let (conn, cluster, first, second, _dirs) = pair("STANDBY");
+    let tenant = tenants(&first)
+        .into_iter()
+        .find(|t| first.owned_shards().contains(&first.shard_of(t)))
+        .expect("a tenant of the first node");
+    let grant = TenantGrant::internal(&tenant, "cluster-test");
+    let rt = rt();
+    let mut acked = Vec::new();
+    for i in 0..6 {
+        let body = event(
+            "user:dana",
+            &format!("Standby check {i}"),
+            "2026-04-03T09:00:00Z",
+        );
+        let written = rt
+            .block_on(engine(&first, &tenant).write(&grant, input(&body), false))
+            .expect("write");
+        acked.push(written.event.event_id);
+        if i == 2 {
+            // Let the standby follow the first half; the rest is the tail it applies when
+            // promoted.
+            std::thread::sleep(TTL);
+        }
+    }
+    let taken = Instant::now();
+    let before = second.promotions();
+    first.abandon();
+    wait_for_shards(&second, SHARDS as usize, Duration::from_secs(60));
+    eprintln!("taken over by promotion in {:?}", taken.elapsed());
+    assert_eq!(
+        second.promotions() - before,
+        SHARDS as u64 / 2,
+        "every shard of the dead node was taken by promoting its standby"
+    );
+    let survivor = engine(&second, &tenant);
+    for id in &acked {
+        survivor.get(&grant, id).expect("every acknowledged event");
+    }
+    let body = event("user:dana", "After the promotion", "2026-04-04T09:00:00Z");
+    rt.block_on(survivor.write(&grant, input(&body), false))
+        .expect("the promoted standby writes");
+    second.stop();
     delete_streams(&conn, &cluster);
 }

@@ -80,6 +80,12 @@ pub enum Command {
     Audit(Box<AuditEntry>),
     /// Make everything acknowledged so far searchable and every audit entry durable.
     Refresh(oneshot::Sender<()>),
+    /// A standby's step: apply what the log gained since the last step (and the audit
+    /// trail's new entries); answers the log's next sequence.
+    Follow(oneshot::Sender<Result<u64, String>>),
+    /// Make a standby the writer: follow to the end, audit the records the trail lacks,
+    /// then accept writes.
+    Promote(oneshot::Sender<Result<u64, String>>),
     /// Flush indexes and stop.
     Shutdown(oneshot::Sender<()>),
 }

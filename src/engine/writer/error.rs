@@ -40,6 +40,9 @@ pub enum WriterError {
         /// The event.
         id: String,
     },
+    /// A standby could not follow its log, or be promoted.
+    #[error("following the log: {0}")]
+    Following(String),
 }
 
 impl From<LogError> for WriterError {

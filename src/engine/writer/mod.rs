@@ -54,6 +54,7 @@ mod catch_up;
 mod commands;
 mod compaction;
 mod error;
+mod follow;
 mod lifecycle;
 mod puts;
 mod reevaluate;
@@ -92,6 +93,8 @@ pub struct Writer {
     last_commit: Instant,
     last_sweep: Instant,
     unsaved_hnsw: usize,
+    /// A standby: it applies what the log gains and appends nothing until promoted.
+    following: bool,
 }
 
 /// Commands sorted by kind for one batch.
@@ -119,7 +122,14 @@ impl Writer {
             last_commit: Instant::now(),
             last_sweep: Instant::now(),
             unsaved_hnsw: 0,
+            following: false,
         }
+    }
+
+    /// A writer that starts as a standby ([`Command::Follow`], [`Command::Promote`]).
+    pub fn following(mut self) -> Self {
+        self.following = true;
+        self
     }
 
     /// Runs until `Shutdown` or until every sender is gone.
@@ -150,6 +160,7 @@ impl Writer {
                 Command::Audit(entry) => self.audit.record(*entry),
                 Command::Refresh(reply) => batch.refreshes.push(reply),
                 Command::Shutdown(reply) => batch.shutdown = Some(reply),
+                other @ (Command::Follow(_) | Command::Promote(_)) => batch.others.push(other),
                 other @ (Command::Delete { .. }
                 | Command::Erase { .. }
                 | Command::Compact { .. }
@@ -170,12 +181,16 @@ impl Writer {
         for cmd in batch.others {
             self.handle_other(cmd);
         }
-        self.maintenance();
+        if !self.following {
+            self.maintenance();
+        }
         let refresh_due = self.last_commit.elapsed() >= self.config.refresh_interval;
         if !batch.refreshes.is_empty() || refresh_due {
             self.commit_scope();
         }
-        self.flush_audit();
+        if !self.following {
+            self.flush_audit();
+        }
         for reply in batch.refreshes {
             let _ = reply.send(());
         }
@@ -234,6 +249,12 @@ impl Writer {
                 let r = self.reevaluate(&policy, dry_run, &key_id);
                 self.answer(reply, r);
             }
+            Command::Follow(reply) => {
+                let _ = reply.send(self.follow().map_err(|e| format!("{e:#}")));
+            }
+            Command::Promote(reply) => {
+                let _ = reply.send(self.promote().map_err(|e| format!("{e:#}")));
+            }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
         }
     }
@@ -245,6 +266,11 @@ impl Writer {
     }
 
     fn idle(&mut self) {
+        if self.following {
+            // A standby appends nothing: no sweeps, no audit of its own.
+            self.commit_scope();
+            return;
+        }
         self.maintenance();
         self.commit_scope();
         self.flush_audit();
