@@ -68,6 +68,7 @@ pub async fn cluster_status(
             .map(|h| (h.shard, h.serving))
             .collect();
         let generations = node.catalog().all().map_err(|e| unavailable(&e))?;
+        let standbys: HashMap<u32, u64> = node.standbys().into_iter().collect();
         let mut shards = Vec::with_capacity(config.shards as usize);
         for shard in 0..config.shards {
             let generation = generations.get(&shard).copied().unwrap_or(1);
@@ -77,7 +78,18 @@ pub async fn cluster_status(
                 .stream_health(&stream)
                 .map_err(|e| unavailable(&e))?;
             let owner = view.shards.get(&shard);
+            // This node's standby of the shard: what it applied, and how far the stream is
+            // ahead of it (in records; exact in a shard's first generation).
+            let standby = standbys.get(&shard).map(|applied| {
+                let last = health.as_ref().map_or(0, |h| h.last_seq);
+                json!({
+                    "node": config.node_id,
+                    "appliedThrough": applied,
+                    "lag": last.saturating_sub(*applied),
+                })
+            });
             shards.push(json!({
+                "standby": standby,
                 "shard": shard,
                 "owner": owner.map(|(n, _)| n),
                 "epoch": owner.map(|(_, rev)| rev),

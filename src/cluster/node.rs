@@ -76,6 +76,8 @@ struct Held {
 /// A standby of a shard another node owns: an engine following the shard's stream.
 struct Follower {
     engine: Engine,
+    /// The log sequence after the last record it applied.
+    next: std::sync::atomic::AtomicU64,
     /// Revoked while it follows; extended by the lease when it is promoted.
     writable: WriteLease,
 }
@@ -327,9 +329,23 @@ impl Node {
 
     /// Shards this node stands by for (following their streams), in order.
     pub fn standby_shards(&self) -> Vec<u32> {
-        let mut shards: Vec<u32> = self.inner.followers.read().keys().copied().collect();
-        shards.sort_unstable();
-        shards
+        self.standbys()
+            .into_iter()
+            .map(|(shard, _)| shard)
+            .collect()
+    }
+
+    /// Each shard this node stands by for, with the last log sequence its standby applied.
+    pub fn standbys(&self) -> Vec<(u32, u64)> {
+        let mut standbys: Vec<(u32, u64)> = self
+            .inner
+            .followers
+            .read()
+            .iter()
+            .map(|(shard, f)| (*shard, f.next.load(Ordering::SeqCst).saturating_sub(1)))
+            .collect();
+        standbys.sort_unstable();
+        standbys
     }
 
     /// How many shards this node took over by promoting its standby.
@@ -745,7 +761,13 @@ impl Inner {
             .map(|(s, f)| (*s, f.engine.clone()))
             .collect();
         for (shard, engine) in followers {
-            if let Err(e) = self.runtime.block_on(engine.follow()) {
+            let followed = self.runtime.block_on(engine.follow());
+            if let Ok(next) = &followed {
+                if let Some(f) = self.followers.read().get(&shard) {
+                    f.next.store(*next, Ordering::SeqCst);
+                }
+            }
+            if let Err(e) = followed {
                 // A rotation deleted the stream it followed, or the stream is unreachable:
                 // the next round opens a standby afresh.
                 tracing::warn!(shard, error = %e, "the standby stopped following");
@@ -787,9 +809,15 @@ impl Inner {
                     opened_ms = started.elapsed().as_millis() as u64,
                     "standing by for the shard"
                 );
-                self.followers
-                    .write()
-                    .insert(shard, Follower { engine, writable });
+                let next = std::sync::atomic::AtomicU64::new(0);
+                self.followers.write().insert(
+                    shard,
+                    Follower {
+                        engine,
+                        next,
+                        writable,
+                    },
+                );
             }
             Err(e) => {
                 tracing::warn!(shard, error = %format!("{e:#}"), "opening a standby failed");

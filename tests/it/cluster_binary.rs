@@ -438,6 +438,27 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
             .expect("timeline");
         assert_eq!(resp.status().as_u16(), 401);
     }
+    // n2 stands by for n1's shards: its standby of the tenant's shard follows the stream.
+    let shard = cluster_status(&client, &n2, Some(&on_n1))["tenant"]["shard"]
+        .as_u64()
+        .expect("shard") as usize;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = cluster_status(&client, &n2, None);
+        let standby = &status["shards"][shard]["standby"];
+        if standby["node"] == "n2"
+            && standby["lag"] == 0
+            && standby["appliedThrough"].as_u64() >= Some(3)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no caught-up standby: {}",
+            status["shards"][shard]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // MCP through the node that does not own the tenant: the tools see the owner's data.
     let mcp_answer = crate::common::rt().block_on(async {
         let mcp = crate::mcp::connect(&format!("{}/mcp", n2.base), &key1)
