@@ -351,7 +351,7 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
     {
         let body = event("user:dana", text, &format!("2026-06-1{}T09:20:00Z", i + 1));
         let resp = client
-            .post(format!("{}/v1/events", node.base))
+            .post(format!("{}/v1/events?refresh=wait_for", node.base))
             .bearer_auth(&key1)
             .json(&body)
             .send()
@@ -362,7 +362,7 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
     }
     let canary = "zebracanary";
     let resp = client
-        .post(format!("{}/v1/events", n1.base))
+        .post(format!("{}/v1/events?refresh=wait_for", n1.base))
         .bearer_auth(&key2)
         .json(&event(
             "user:eve",
@@ -377,7 +377,8 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
         .expect("id")
         .to_string();
 
-    // The same recall, timeline and get through either node: the same answer.
+    // The same recall, timeline and get through either node: the same answer (the writes
+    // waited for the scope index, so both recalls read the same committed state).
     // A fixed read time makes the two answers comparable byte for byte.
     let as_of = (time::OffsetDateTime::now_utc() + time::Duration::hours(1))
         .format(&time::format_description::well_known::Rfc3339)
