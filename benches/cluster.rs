@@ -3,7 +3,7 @@
 //! real 3-node NATS JetStream cluster (`.ci/nats-cluster.sh`, streams and buckets R3, acks
 //! fsynced on a quorum).
 //!
-//! Run everything (what the published figures come from):
+//! Run everything, with the defaults:
 //!
 //! ```text
 //! bash models/fetch.sh                                  # once: the model files
@@ -31,19 +31,24 @@
 //!   own `eventId`, retried after a 503 or a transport error every 25 ms with the same
 //!   body); the owner is killed with SIGKILL; reported: time from the kill to the first
 //!   accepted (201) write sent after it, with the lease TTL it includes
-//!   (`CLUSTER_BENCH_TTL_MS`, default 15000, the server's default), the survivor's own
-//!   open time of the shard (`opened_ms` of its "serving the shard" log line), and the
-//!   shard's records. Runs: `CLUSTER_BENCH_FAILOVER_RUNS` (default 1; the killed node is
-//!   restarted between runs);
+//!   (`CLUSTER_BENCH_TTL_MS`, default 15000, the server's default), and from the survivor's
+//!   log when it took the lease and when it served the shard after the kill, its own open
+//!   time of the shard (`opened_ms` of its "serving the shard" line, a promotion where the
+//!   server kept a standby there), and the shard's records. The kill comes two coordination
+//!   rounds (⅔ TTL) plus 2 s after the cluster settled. Runs: `CLUSTER_BENCH_FAILOVER_RUNS`
+//!   (default 1; the killed node is restarted between runs);
 //! * `replay`: a fresh 1-shard cluster's shard is filled with `CLUSTER_BENCH_REPLAY_EVENTS`
 //!   events (default 100000) through the library (an engine on the shard's stream
 //!   `<cluster>_0_G1` and audit stream `<cluster>_0_AUDIT`, batched group commits,
-//!   precomputed random unit vectors: nothing embedded), before any node runs; then node A
+//!   precomputed random unit vectors: nothing embedded; in a child process, this bench's
+//!   binary in `fill` mode), before any node runs; then node A
 //!   starts on an empty data directory and is timed until it serves the shard (spawn to
 //!   `servingHere`, and A's `opened_ms`: replay and index build, from which events/s); then
-//!   node B starts, A is killed with SIGKILL, and B is timed until it serves the shard
-//!   (total from the kill, B's `opened_ms`, and the rest: the lease running out and B's
-//!   next coordination round).
+//!   node B starts (where the server keeps standbys, B opens one of the shard, a second full
+//!   replay, reported with its events/s, and the kill waits for it), A is killed with
+//!   SIGKILL, and B is timed until it serves the shard (total from the kill, when B took the
+//!   lease, B's `opened_ms`, and the rest: the lease running out and B's next coordination
+//!   round).
 //!
 //! Reported per load cell: requests, bad statuses and transport errors (both expected 0),
 //! throughput, p50/p90/p99/max latency, and CPU time per request of the Episodic processes
@@ -70,7 +75,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use rand::distributions::Alphanumeric;
 use rand::rngs::StdRng;
@@ -621,31 +626,64 @@ impl Node {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
-    /// `opened_ms` of the first "serving the shard" line for `shard` written after byte
-    /// `from` of the log.
-    fn opened_ms(&self, shard: u32, from: usize) -> Option<u64> {
+    /// The node's JSON log lines after byte `from`.
+    fn lines_since(&self, from: usize) -> Vec<Value> {
         let all = std::fs::read(&self.log).unwrap_or_default();
-        let text = String::from_utf8_lossy(&all[from.min(all.len())..]).into_owned();
-        text.lines()
+        String::from_utf8_lossy(&all[from.min(all.len())..])
+            .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| {
-                v["message"] == "serving the shard" && v["shard"].as_u64() == Some(shard.into())
-            })
-            .and_then(|v| v["opened_ms"].as_u64())
+            .collect()
+    }
+
+    /// The first log line after byte `from` about `shard` whose message starts with
+    /// `message`, waiting up to `wait` for it (a line may follow the state it reports by a
+    /// moment).
+    fn shard_line(&self, from: usize, shard: u32, message: &str, wait: Duration) -> Option<Value> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let found = self.lines_since(from).into_iter().find(|v| {
+                v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(message))
+                    && v["shard"].as_u64() == Some(shard.into())
+            });
+            if found.is_some() || Instant::now() >= deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Warnings and errors the node logged after byte `from` (for the report).
     fn warnings_since(&self, from: usize) -> usize {
-        let all = std::fs::read(&self.log).unwrap_or_default();
-        String::from_utf8_lossy(&all[from.min(all.len())..])
-            .lines()
-            .filter(|l| l.contains("\"WARN\"") || l.contains("\"ERROR\""))
+        self.lines_since(from)
+            .iter()
+            .filter(|v| v["level"] == "WARN" || v["level"] == "ERROR")
             .count()
     }
 
     fn rss_kib(&self) -> u64 {
         status_kib(&self.pid().to_string(), "VmRSS")
     }
+}
+
+/// `v` with `digits` decimals, or `?`.
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("?".into(), |v| format!("{v:.digits$}"))
+}
+
+/// `opened_ms` of a "serving the shard" or "standing by for the shard" line.
+fn opened_ms(line: Option<&Value>) -> Option<u64> {
+    line.and_then(|v| v["opened_ms"].as_u64())
+}
+
+/// Seconds from `t0` to a log line's timestamp.
+fn line_secs_after(line: Option<&Value>, t0: SystemTime) -> Option<f64> {
+    let ts = line?["timestamp"].as_str()?;
+    let at =
+        time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
+    let t0 = time::OffsetDateTime::from(t0);
+    Some((at - t0).as_seconds_f64())
 }
 
 impl Drop for Node {
@@ -1249,6 +1287,8 @@ struct Attempt {
     done: Instant,
     /// The status, or `None` for a transport error.
     status: Option<u16>,
+    /// Why it was refused: the problem's `detail`, or the transport error.
+    detail: Option<String>,
 }
 
 /// Part 3, once: kills `victim` (the owner of a tenant) while a client writes to that
@@ -1281,20 +1321,28 @@ async fn failover_run(
                 body["eventId"] = json!(format!("fo-{run}-{i}"));
                 loop {
                     let sent = Instant::now();
-                    let status = match client.post(&url).bearer_auth(&key).json(&body).send().await
-                    {
-                        Ok(r) => {
-                            let s = r.status().as_u16();
-                            let _ = r.bytes().await;
-                            Some(s)
-                        }
-                        Err(_) => None,
-                    };
+                    let (status, detail) =
+                        match client.post(&url).bearer_auth(&key).json(&body).send().await {
+                            Ok(r) => {
+                                let s = r.status().as_u16();
+                                let text = r.text().await.unwrap_or_default();
+                                let detail = (s != 201).then(|| {
+                                    serde_json::from_str::<Value>(&text)
+                                        .ok()
+                                        .and_then(|v| v["detail"].as_str().map(str::to_string))
+                                        .unwrap_or_else(|| text.chars().take(200).collect())
+                                });
+                                (Some(s), detail)
+                            }
+                            Err(e) => (None, Some(e.to_string())),
+                        };
                     let done = Instant::now();
-                    attempts
-                        .lock()
-                        .expect("attempts")
-                        .push(Attempt { sent, done, status });
+                    attempts.lock().expect("attempts").push(Attempt {
+                        sent,
+                        done,
+                        status,
+                        detail,
+                    });
                     if status == Some(201) || stop.load(Ordering::SeqCst) {
                         break;
                     }
@@ -1304,7 +1352,11 @@ async fn failover_run(
             }
         })
     };
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Two coordination rounds (a third of the TTL each) and more: the survivor has settled
+    // into its role for the shard (a standby, where the server keeps one) before the kill.
+    let settle = (Duration::from_millis(ttl_ms) * 2 / 3 + Duration::from_secs(2))
+        .max(Duration::from_secs(3));
+    tokio::time::sleep(settle).await;
     let acked_before = attempts
         .lock()
         .expect("attempts")
@@ -1318,7 +1370,7 @@ async fn failover_run(
     );
     let stream = shard_stream(client, survivor, shard).await;
     let log_from = survivor.log_len();
-    let killed = Instant::now();
+    let (killed, killed_wall) = (Instant::now(), SystemTime::now());
     victim.kill9();
     eprintln!(
         "failover run {run}: killed {} (owner of shard {shard}, {} records) after {acked_before} acknowledged writes",
@@ -1359,19 +1411,57 @@ async fn failover_run(
         .filter(|s| *s != 503 && *s != 201)
         .collect();
     let acked_after = after.iter().filter(|a| a.status == Some(201)).count();
-    let opened_ms = survivor.opened_ms(shard, log_from);
+    // What the client was told, by answer, with when (seconds after the kill) it was first
+    // and last told so.
+    let mut refusals: Vec<(Option<u16>, String, usize, f64, f64)> = Vec::new();
+    for a in &until_ack {
+        let Some(detail) = &a.detail else { continue };
+        let at = a.done.duration_since(killed).as_secs_f64();
+        match refusals
+            .iter_mut()
+            .find(|r| r.0 == a.status && &r.1 == detail)
+        {
+            Some(r) => {
+                r.2 += 1;
+                r.4 = at;
+            }
+            None => refusals.push((a.status, detail.clone(), 1, at, at)),
+        }
+    }
+    for (status, detail, count, first, last) in &refusals {
+        eprintln!(
+            "  {count} × {} from +{first:.2} s to +{last:.2} s: {detail}",
+            status.map_or("transport error".into(), |s| s.to_string())
+        );
+    }
+    let serving = survivor.shard_line(log_from, shard, "serving the shard", Duration::from_secs(3));
+    let taken = survivor.shard_line(log_from, shard, "taking over the shard", Duration::ZERO);
+    let opened = opened_ms(serving.as_ref());
+    let promoted = serving
+        .as_ref()
+        .and_then(|v| v["message"].as_str())
+        .map(|m| m.contains("promoted"));
+    let taken_s = line_secs_after(taken.as_ref(), killed_wall);
+    let serving_s = line_secs_after(serving.as_ref(), killed_wall);
     let secs = first_ack.as_secs_f64();
     eprintln!(
         "failover run {run}: first accepted write {secs:.2} s after the kill (lease TTL {ttl_ms} ms; \
-         survivor opened the shard in {} ms); {refused_503} × 503, {transport} transport errors, \
-         other statuses {other:?}",
-        opened_ms.map_or("?".into(), |m| m.to_string())
+         lease taken at +{} s, serving at +{} s after an open of {} ms{}); {refused_503} × 503, \
+         {transport} transport errors, other statuses {other:?}",
+        fmt_opt(taken_s, 2),
+        fmt_opt(serving_s, 2),
+        fmt_opt(opened.map(|m| m as f64), 0),
+        if promoted == Some(true) { ", a promoted standby" } else { "" }
     );
     json!({
         "run": run,
         "leaseTtlMs": ttl_ms,
         "killToFirstAcceptedWriteSeconds": secs,
-        "survivorShardOpenMs": opened_ms,
+        "survivorShardOpenMs": opened,
+        "survivorPromotedStandby": promoted,
+        "leaseTakenAfterKillSeconds": taken_s,
+        "servingAfterKillSeconds": serving_s,
+        "settleBeforeKillSeconds": settle.as_secs_f64(),
         "shard": shard,
         "shardRecordsAtKill": stream["lastSeq"],
         "shardBytesAtKill": stream["bytes"],
@@ -1381,6 +1471,10 @@ async fn failover_run(
         "transportErrorsUntilFirstAck": transport,
         "otherStatusesUntilFirstAck": other,
         "retryIntervalMs": RETRY_EVERY.as_millis() as u64,
+        "refusalsUntilFirstAck": refusals.iter().map(|(status, detail, count, first, last)| json!({
+            "status": status, "detail": detail, "count": count,
+            "firstAfterKillSeconds": first, "lastAfterKillSeconds": last,
+        })).collect::<Vec<_>>(),
         "survivorWarningsLogged": survivor.warnings_since(log_from),
     })
 }
@@ -1409,14 +1503,18 @@ fn replay(settings: &Settings, nats: &Nats, root: &Path) -> Value {
     let spawned = Instant::now();
     rt.block_on(wait_serving(&probe, &mut a, shard, budget));
     let a_ready = spawned.elapsed().as_secs_f64();
-    let a_opened = a.opened_ms(shard, 0);
+    let a_opened = opened_ms(
+        a.shard_line(0, shard, "serving the shard", Duration::from_secs(3))
+            .as_ref(),
+    );
     let a_rss = a.rss_kib();
     let a_disk = dir_bytes(&a.dir);
     let stream = rt.block_on(shard_stream(&probe, &a, shard));
+    let rate = |ms: Option<u64>| ms.map(|m| n as f64 / (m as f64 / 1e3));
     eprintln!(
-        "replay: node A served the shard {a_ready:.2} s after its spawn (opened in {} ms: {:.0} events/s); VmRSS {:.0} MiB",
-        a_opened.map_or("?".into(), |m| m.to_string()),
-        a_opened.map_or(f64::NAN, |m| n as f64 / (m as f64 / 1e3)),
+        "replay: node A served the shard {a_ready:.2} s after its spawn (opened in {} ms: {} events/s); VmRSS {:.0} MiB",
+        fmt_opt(a_opened.map(|m| m as f64), 0),
+        fmt_opt(rate(a_opened), 0),
         a_rss as f64 / 1024.0
     );
     let key = rt.block_on(make_key(&probe, &a, tenant));
@@ -1438,19 +1536,58 @@ fn replay(settings: &Settings, nats: &Nats, root: &Path) -> Value {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     });
+    // Where the server keeps a standby of each shard on another node, B opens one (a full
+    // replay, while A serves): wait for it, so the takeover below is that of a settled
+    // cluster. B's shard directory appears once it starts; without it after two
+    // coordination rounds, B keeps no standby.
+    let settle = Duration::from_millis(settings.ttl_ms) * 2 / 3 + Duration::from_secs(5);
+    let joined = Instant::now();
+    let standby = loop {
+        b.check_alive();
+        let line = b.shard_line(0, shard, "standing by for the shard", Duration::ZERO);
+        if line.is_some() {
+            break line;
+        }
+        let opening = episodic::cluster::node::shard_dir(&b.dir, shard).exists();
+        if !opening && joined.elapsed() > settle {
+            break None;
+        }
+        assert!(
+            joined.elapsed() < budget,
+            "B's standby never opened:\n{}",
+            b.tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let standby_ms = opened_ms(standby.as_ref());
+    if standby.is_some() {
+        eprintln!(
+            "replay: node B stands by for the shard (opened in {} ms: {} events/s)",
+            fmt_opt(standby_ms.map(|m| m as f64), 0),
+            fmt_opt(rate(standby_ms), 0)
+        );
+    }
     let b_from = b.log_len();
-    let killed = Instant::now();
+    let (killed, killed_wall) = (Instant::now(), SystemTime::now());
     a.kill9();
     rt.block_on(wait_serving(&probe, &mut b, shard, budget));
     let takeover = killed.elapsed().as_secs_f64();
-    let b_opened = b.opened_ms(shard, b_from);
+    let serving = b.shard_line(b_from, shard, "serving the shard", Duration::from_secs(3));
+    let taken = b.shard_line(b_from, shard, "taking over the shard", Duration::ZERO);
+    let b_opened = opened_ms(serving.as_ref());
+    let promoted = serving
+        .as_ref()
+        .and_then(|v| v["message"].as_str())
+        .map(|m| m.contains("promoted"));
     let b_rss = b.rss_kib();
     let (b_first_recall_ms, b_hits) = rt.block_on(one_recall(&probe, &b, &key));
-    let rate = |ms: Option<u64>| ms.map(|m| n as f64 / (m as f64 / 1e3));
     eprintln!(
-        "replay: node B served the shard {takeover:.2} s after A's kill (lease TTL {} ms; its own open {} ms)",
+        "replay: node B served the shard {takeover:.2} s after A's kill (lease TTL {} ms; lease taken at +{} s; \
+         its own open {} ms{})",
         settings.ttl_ms,
-        b_opened.map_or("?".into(), |m| m.to_string())
+        fmt_opt(line_secs_after(taken.as_ref(), killed_wall), 2),
+        fmt_opt(b_opened.map(|m| m as f64), 0),
+        if promoted == Some(true) { ", a promoted standby" } else { "" }
     );
     b.stop();
     json!({
@@ -1469,9 +1606,15 @@ fn replay(settings: &Settings, nats: &Nats, root: &Path) -> Value {
             "firstRecallResults": a_hits,
         },
         "takeoverByB": {
+            "standby": standby.is_some(),
+            "standbyOpenMs": standby_ms,
+            "standbyReplayEventsPerSecond": rate(standby_ms),
             "killToServingSeconds": takeover,
+            "leaseTakenAfterKillSeconds": line_secs_after(taken.as_ref(), killed_wall),
+            "servingAfterKillSecondsByLog": line_secs_after(serving.as_ref(), killed_wall),
             "shardOpenMs": b_opened,
-            "replayEventsPerSecond": rate(b_opened),
+            "promotedStandby": promoted,
+            "openEventsPerSecond": rate(b_opened),
             "beforeOpenSeconds": b_opened.map(|m| takeover - m as f64 / 1e3),
             "rssKiB": b_rss,
             "firstRecallMs": b_first_recall_ms,
@@ -1482,6 +1625,9 @@ fn replay(settings: &Settings, nats: &Nats, root: &Path) -> Value {
 
 /// Fills `shard`'s stream (and its audit stream) of cluster `spec` with the replay events
 /// for `tenant`, through an engine on the streams: the only writer, before any node runs.
+///
+/// The engine runs in a child process (this bench's own binary, `fill` mode), so that
+/// its memory is returned before the nodes start.
 fn fill_shard(
     settings: &Settings,
     spec: &ClusterSpec,
@@ -1489,9 +1635,54 @@ fn fill_shard(
     tenant: &str,
     shard: u32,
 ) -> Value {
-    let n = settings.replay_events;
+    let exe = std::env::current_exe().expect("current exe");
+    let out = Command::new(exe)
+        .arg("fill")
+        .arg(&spec.nats)
+        .arg(&spec.name)
+        .arg(shard.to_string())
+        .arg(settings.replay_events.to_string())
+        .arg(root.join("fill"))
+        .arg(tenant)
+        .env("CLUSTER_BENCH_FILL_ADMIN", &settings.admin)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the fill");
+    assert!(out.status.success(), "the fill failed: {}", out.status);
+    serde_json::from_slice(&out.stdout).expect("the fill's figures")
+}
+
+/// `fill <nats urls> <cluster> <shard> <events> <dir> <tenant>` (the admin key in
+/// `CLUSTER_BENCH_FILL_ADMIN`): the child process of [`fill_shard`]; prints its figures as
+/// JSON on stdout.
+fn fill_child(args: &[String]) {
+    let [urls, cluster, shard, n, dir, tenant] = args else {
+        panic!("usage: fill <nats urls> <cluster> <shard> <events> <dir> <tenant>");
+    };
+    let shard: u32 = shard.parse().expect("shard");
+    let n: usize = n.parse().expect("events");
+    let admin = std::env::var("CLUSTER_BENCH_FILL_ADMIN").expect("CLUSTER_BENCH_FILL_ADMIN");
+    let spec = ClusterSpec {
+        nats: urls.clone(),
+        name: cluster.clone(),
+        shards: 0,
+        ttl_ms: 0,
+    };
+    let figures = fill_engine(&spec, &admin, shard, n, Path::new(dir), tenant);
+    println!("{figures}");
+}
+
+fn fill_engine(
+    spec: &ClusterSpec,
+    admin: &str,
+    shard: u32,
+    n: usize,
+    dir: &Path,
+    tenant: &str,
+) -> Value {
     let conn = NatsConnection::connect(&spec.nats).expect("connect to NATS");
-    let dir = root.join("fill");
+    let dir = dir.to_path_buf();
     let mut config = EngineConfig::new(dir.clone());
     config.writer.hnsw_save_every = usize::MAX;
     config.log = LogLocation::Stream {
@@ -1509,7 +1700,7 @@ fn fill_shard(
         generations: None,
     };
     // What the nodes derive from the shared admin key, so their audit hashes agree.
-    config.audit_secret = Some(Keyed::derived(&settings.admin, &spec.name));
+    config.audit_secret = Some(Keyed::derived(admin, &spec.name));
     let embedder = HashingEmbedder::new();
     assert_eq!(
         embedder.dim(),
@@ -1578,7 +1769,8 @@ fn fill_shard(
         spec.name,
         n as f64 / secs
     );
-    json!({"seconds": secs, "eventsPerSecond": n as f64 / secs, "allowed": allowed, "other": other})
+    json!({"seconds": secs, "eventsPerSecond": n as f64 / secs, "allowed": allowed,
+           "other": other, "peakRssKiB": status_kib("self", "VmHWM")})
 }
 
 /// Waits until `node` holds `shard` and serves it (`owner` is the node, `servingHere`).
@@ -1648,60 +1840,96 @@ fn print_tables(settings: &Settings, report: &Report, nats_version: Option<&str>
     }
     if !report.failover.is_empty() {
         println!(
-            "\nfailover: owner killed with SIGKILL, one client writing through the other node"
+            "\nfailover: owner killed with SIGKILL, one client writing through the other node \
+             (times after the kill; taken/serving from the survivor's log)"
         );
         println!(
-            "{:>3} {:>8} {:>14} {:>16} {:>8} {:>6} {:>7} {:>9}",
-            "run", "TTL ms", "kill→ack s", "survivor open ms", "records", "503s", "neterr", "other"
+            "{:>3} {:>7} {:>11} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6}",
+            "run",
+            "TTL ms",
+            "kill→ack s",
+            "taken s",
+            "serving s",
+            "open ms",
+            "promoted",
+            "records",
+            "503s",
+            "neterr",
+            "other"
         );
         for f in &report.failover {
+            let num = |v: &Value, d: usize| fmt_opt(v.as_f64(), d);
             println!(
-                "{:>3} {:>8} {:>14.2} {:>16} {:>8} {:>6} {:>7} {:>9}",
-                f["run"],
-                f["leaseTtlMs"],
-                f["killToFirstAcceptedWriteSeconds"]
-                    .as_f64()
-                    .unwrap_or(f64::NAN),
-                f["survivorShardOpenMs"],
-                f["shardRecordsAtKill"],
-                f["refused503UntilFirstAck"],
-                f["transportErrorsUntilFirstAck"],
+                "{:>3} {:>7} {:>11} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6}",
+                f["run"].to_string(),
+                f["leaseTtlMs"].to_string(),
+                num(&f["killToFirstAcceptedWriteSeconds"], 2),
+                num(&f["leaseTakenAfterKillSeconds"], 2),
+                num(&f["servingAfterKillSeconds"], 2),
+                num(&f["survivorShardOpenMs"], 0),
+                f["survivorPromotedStandby"].to_string(),
+                f["shardRecordsAtKill"].to_string(),
+                f["refused503UntilFirstAck"].to_string(),
+                f["transportErrorsUntilFirstAck"].to_string(),
                 f["otherStatusesUntilFirstAck"]
                     .as_array()
                     .map_or(0, Vec::len)
+                    .to_string()
             );
         }
     }
     if let Some(r) = &report.replay {
-        let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+        let num = |v: &Value, d: usize| fmt_opt(v.as_f64(), d);
+        let (a, b) = (&r["nodeA"], &r["takeoverByB"]);
         println!(
-            "\nreplay: one shard of {} events, fresh nodes (empty data directories)",
-            r["events"]
+            "\nreplay: one shard of {} events ({} stream records, {} MiB per replica), fresh nodes (empty data directories)",
+            r["events"],
+            r["shardRecords"],
+            num(&json!(r["shardStreamBytes"].as_f64().map(|b| b / 1048576.0)), 0)
         );
         println!(
-            "  fill through the library: {:.1} s, {:.0} events/s",
-            f(&r["fill"]["seconds"]),
-            f(&r["fill"]["eventsPerSecond"])
+            "  fill through the library:      {} s, {} events/s",
+            num(&r["fill"]["seconds"], 1),
+            num(&r["fill"]["eventsPerSecond"], 0)
         );
         println!(
-            "  node A spawn → serving: {:.2} s; shard open (replay + indexes) {} ms = {:.0} events/s",
-            f(&r["nodeA"]["spawnToServingSeconds"]),
-            r["nodeA"]["shardOpenMs"],
-            f(&r["nodeA"]["replayEventsPerSecond"])
+            "  node A spawn → serving:        {} s; shard open (replay + indexes) {} ms = {} events/s; VmRSS {} MiB, data dir {} MiB",
+            num(&a["spawnToServingSeconds"], 2),
+            num(&a["shardOpenMs"], 0),
+            num(&a["replayEventsPerSecond"], 0),
+            num(&json!(a["rssKiB"].as_f64().map(|k| k / 1024.0)), 0),
+            num(&json!(a["dataDirBytes"].as_f64().map(|b| b / 1048576.0)), 0)
         );
+        if b["standby"] == true {
+            println!(
+                "  node B standby open (replay):  {} ms = {} events/s (while A serves)",
+                num(&b["standbyOpenMs"], 0),
+                num(&b["standbyReplayEventsPerSecond"], 0)
+            );
+        }
         println!(
-            "  node B takeover, A killed → B serving: {:.2} s (lease TTL {} ms); B's shard open {} ms = {:.0} events/s; before the open {:.2} s",
-            f(&r["takeoverByB"]["killToServingSeconds"]),
+            "  A killed → B serving:          {} s (lease TTL {} ms; lease taken at +{} s); B's shard open {} ms{}; before it {} s",
+            num(&b["killToServingSeconds"], 2),
             r["leaseTtlMs"],
-            r["takeoverByB"]["shardOpenMs"],
-            f(&r["takeoverByB"]["replayEventsPerSecond"]),
-            f(&r["takeoverByB"]["beforeOpenSeconds"])
+            num(&b["leaseTakenAfterKillSeconds"], 2),
+            num(&b["shardOpenMs"], 0),
+            if b["promotedStandby"] == true {
+                " (promoted its standby)".to_string()
+            } else {
+                format!(" = {} events/s", num(&b["openEventsPerSecond"], 0))
+            },
+            num(&b["beforeOpenSeconds"], 2)
         );
     }
 }
 
 fn main() {
-    // cargo passes `--bench`; there are no other arguments.
+    // cargo passes `--bench`; `fill ...` is the replay part's child process.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("fill") {
+        fill_child(&args[2..]);
+        return;
+    }
     let settings = Settings::from_env();
     assert!(
         settings.bin.is_file(),

@@ -144,7 +144,7 @@ struct Inner {
     /// Shards taken over by promoting a standby (for tests and status).
     promotions: std::sync::atomic::AtomicU64,
     /// Runs the engines' async shutdowns from the coordination thread.
-    runtime: tokio::runtime::Runtime,
+    runtime: NodeRuntime,
 }
 
 /// A running node; dropping it stops it as [`Node::stop`] does.
@@ -214,7 +214,7 @@ impl Node {
             standing: Mutex::new(std::collections::HashSet::new()),
             deferred: Mutex::new(HashMap::new()),
             promotions: std::sync::atomic::AtomicU64::new(0),
-            runtime,
+            runtime: NodeRuntime(Some(runtime)),
         });
         inner.announce()?;
         let worker = Arc::clone(&inner);
@@ -671,6 +671,10 @@ impl Inner {
             if recorded.trim() == current {
                 continue;
             }
+            // A standby being opened has no marker yet, and a standby's copy is in use.
+            if self.followers.read().contains_key(&shard) || self.standing.lock().contains(&shard) {
+                continue;
+            }
             let held = self.held.read().get(&shard).map(|h| h.engine.is_some());
             match held {
                 Some(true) => {
@@ -974,6 +978,25 @@ impl Inner {
 
     fn close(&self, engine: &Engine) {
         self.runtime.block_on(engine.shutdown());
+    }
+}
+
+/// The node's own runtime, which may be dropped anywhere: the last handle to a node can go
+/// away on an async thread (the server's), where dropping a runtime the usual way panics.
+struct NodeRuntime(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for NodeRuntime {
+    type Target = tokio::runtime::Runtime;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for NodeRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 

@@ -130,6 +130,32 @@ impl EpisodicNode {
         }
     }
 
+    /// Stops the node with SIGTERM and checks that it exits cleanly (status 0, no panic).
+    pub fn terminate(&mut self) {
+        self.signal("-TERM");
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                let all =
+                    std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+                assert!(
+                    status.success() && !all.contains("panicked"),
+                    "node {} did not stop cleanly ({status}):\n{}",
+                    self.id,
+                    self.log()
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} ignored SIGTERM",
+                self.id
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The last lines of the node's stderr, warnings and errors only (for failure messages).
     pub fn log(&self) -> String {
         let all = std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
@@ -1081,7 +1107,7 @@ fn a_killed_stream_leader_and_a_lagging_nats_server_lose_nothing() {
 fn a_shard_moves_to_another_node_on_request() {
     let _serial = serial();
     let root = tempfile::tempdir().expect("tmp");
-    let (client, n1, n2) = two_nodes(root.path(), "BINMOVE");
+    let (client, mut n1, mut n2) = two_nodes(root.path(), "BINMOVE");
     let tenant = tenant_owned_by(&client, &n1, "n1", "move");
     let key = make_key(&client, &n1, &tenant, &["writer", "reader"]);
     for i in 0..5 {
@@ -1142,4 +1168,7 @@ fn a_shard_moves_to_another_node_on_request() {
         .send()
         .expect("move");
     assert_eq!(resp.status().as_u16(), 422);
+    // Both stop cleanly on SIGTERM.
+    n1.terminate();
+    n2.terminate();
 }
