@@ -210,42 +210,69 @@ impl Generations for ShardGenerations {
         stream_name(&self.catalog.cluster, self.shard, generation + 1)
     }
 
+    /// Retries what NATS could not answer (an election, a server down) for up to
+    /// [`COMMIT_DEADLINE`]: a write whose answer was lost is found committed when the
+    /// record is read again, so the record moves at most once and is never left unknown
+    /// while NATS can answer within the deadline.
     fn commit(&self, current: &str, next: &str) -> Result<(), String> {
         let (from, to) = match (generation_of(current), generation_of(next)) {
             (Some(from), Some(to)) if to == from + 1 => (from, to),
             _ => return Err(format!("{current} → {next} is not one generation forward")),
         };
-        let (now, revision) = self
-            .catalog
-            .generation(self.shard)
-            .map_err(|e| e.to_string())?;
-        if now != from {
-            return Err(format!(
-                "shard {} is in generation {now}, not {from}",
-                self.shard
-            ));
-        }
-        let store = self.catalog.store.clone();
-        let (key, value) = (key(self.shard), to.to_string().into_bytes());
-        let written = self
-            .catalog
-            .conn
-            .run(&self.catalog.bucket, async move {
+        let deadline = std::time::Instant::now() + COMMIT_DEADLINE;
+        let mut last_error = String::new();
+        while std::time::Instant::now() < deadline {
+            let (now, revision) = match self.catalog.generation(self.shard) {
+                Ok(read) => read,
+                Err(e) => {
+                    last_error = e.to_string();
+                    std::thread::sleep(Duration::from_millis(250));
+                    continue;
+                }
+            };
+            if now == to {
+                return Ok(());
+            }
+            if now != from {
+                return Err(format!(
+                    "shard {} is in generation {now}, not {from}",
+                    self.shard
+                ));
+            }
+            let store = self.catalog.store.clone();
+            let (key, value) = (key(self.shard), to.to_string().into_bytes());
+            let written = self.catalog.conn.run(&self.catalog.bucket, async move {
                 match revision {
                     None => store
                         .create(key, value.into())
                         .await
+                        .map(|_| ())
                         .map_err(|e| e.to_string()),
                     Some(rev) => store
                         .update(key, value.into(), rev)
                         .await
+                        .map(|_| ())
                         .map_err(|e| e.to_string()),
                 }
-            })
-            .map_err(|e| e.to_string())?;
-        written.map(|_| ())
+            });
+            match written {
+                Ok(Ok(())) => return Ok(()),
+                // Refused or unanswered: the next read tells which.
+                Ok(Err(e)) => last_error = e,
+                Err(e) => last_error = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Err(format!(
+            "the generation record of shard {} could not be moved within {} s (outcome unknown): {last_error}",
+            self.shard,
+            COMMIT_DEADLINE.as_secs()
+        ))
     }
 }
+
+/// How long a rotation's commit keeps trying while NATS cannot answer.
+const COMMIT_DEADLINE: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -813,7 +813,7 @@ impl EventLog for NatsLog {
         }
         if let Err(why) = generations.commit(&old, &new_name) {
             let _ = self.conn.delete_stream(&new_name);
-            return Err(self.stop(format!("the shard's generation record moved: {why}")));
+            return Err(self.stop(format!("the rotation was not committed: {why}")));
         }
         next.next = next.next.max(self.next);
         *self = next;
