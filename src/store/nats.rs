@@ -569,6 +569,20 @@ impl NatsLog {
         }
     }
 
+    /// Refuses to write once the handle stopped or its writer's lease lapsed.
+    fn check_writable(&self) -> Result<(), LogError> {
+        if let Some(why) = &self.stopped {
+            return Err(remote(&self.name, format!("appends stopped: {why}")));
+        }
+        if self.lease.as_ref().is_some_and(|l| !l.valid()) {
+            return Err(remote(
+                &self.name,
+                "this node's lease on the stream lapsed; another node may own it now".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn stop(&mut self, why: String) -> LogError {
         self.stopped = Some(why.clone());
         remote(&self.name, why)
@@ -702,15 +716,7 @@ impl EventLog for NatsLog {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        if let Some(why) = &self.stopped {
-            return Err(remote(&self.name, format!("appends stopped: {why}")));
-        }
-        if self.lease.as_ref().is_some_and(|l| !l.valid()) {
-            return Err(remote(
-                &self.name,
-                "this node's lease on the stream lapsed; another node may own it now".into(),
-            ));
-        }
+        self.check_writable()?;
         let first = self.next;
         let batch: Vec<Outgoing> = payloads
             .iter()
@@ -785,15 +791,7 @@ impl EventLog for NatsLog {
                        rotating to a new stream, which needs the shard's generation record)",
             });
         };
-        if let Some(why) = &self.stopped {
-            return Err(remote(&self.name, format!("appends stopped: {why}")));
-        }
-        if self.lease.as_ref().is_some_and(|l| !l.valid()) {
-            return Err(remote(
-                &self.name,
-                "this node's lease on the stream lapsed; another node may own it now".into(),
-            ));
-        }
+        self.check_writable()?;
         // An empty log keeps no high-water mark (compaction hands it a marker at 0): there
         // is nothing to rotate.
         if self.next == 1 && records.iter().all(|r| r.seq == 0) {
