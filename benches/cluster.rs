@@ -93,7 +93,9 @@ use episodic::model::{Decision, Timestamp};
 use episodic::store::nats::NatsConnection;
 use episodic::store::LogLocation;
 
-use common::{dir_bytes, status_kib};
+use common::{
+    dir_bytes, status_kib, ACTORS, CHANNELS, PROJECTS, QUESTIONS, SUBJECTS, TYPES, VERBS,
+};
 
 /// The model's embedding dimension (the fill's random vectors have it).
 const DIM: usize = 384;
@@ -101,61 +103,6 @@ const DIM: usize = 384;
 const REPLICAS: usize = 3;
 /// How long the failover writer waits before retrying a refused write.
 const RETRY_EVERY: Duration = Duration::from_millis(25);
-
-const ACTORS: usize = 20;
-const PROJECTS: usize = 5;
-const TYPES: [&str; 4] = [
-    "user_preference_stated",
-    "correction_received",
-    "task_milestone",
-    "incident_or_failure",
-];
-const SUBJECTS: [&str; 16] = [
-    "renewal notices",
-    "the invoice format",
-    "support hours",
-    "the shipping address",
-    "password reset emails",
-    "the data export",
-    "meeting reminders",
-    "the billing currency",
-    "the staging deployment",
-    "the weekly report",
-    "dark mode in the dashboard",
-    "the API rate limit",
-    "the onboarding checklist",
-    "refund requests",
-    "the mobile app crash",
-    "the database migration",
-];
-const VERBS: [&str; 10] = [
-    "asked to change",
-    "confirmed",
-    "complained about",
-    "requested a copy of",
-    "wants weekly updates on",
-    "approved the plan for",
-    "reported a problem with",
-    "corrected the details of",
-    "finished the work on",
-    "asked for help with",
-];
-const CHANNELS: [&str; 6] = [
-    "by email",
-    "over chat",
-    "in the support ticket",
-    "during the call",
-    "in a comment on the tracker",
-    "through the mobile app",
-];
-const QUESTIONS: [&str; 6] = [
-    "What did the user say about {}?",
-    "Has anyone reported problems with {}?",
-    "How does the customer want {} handled?",
-    "What changed recently regarding {}?",
-    "Who confirmed {} and when?",
-    "Any corrections about {}?",
-];
 
 // ---------------------------------------------------------------------------------------
 // Settings

@@ -43,7 +43,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use common::{dir_bytes, status_kib};
+use common::{
+    dir_bytes, status_kib, ACTORS, CHANNELS, PROJECTS, QUESTIONS, SUBJECTS, TYPES, VERBS,
+};
 
 /// The tenant the key is for: `HTTP_LOAD_TENANT`, default `load`.
 fn tenant() -> String {
@@ -58,61 +60,6 @@ fn actor(i: usize) -> String {
     });
     format!("{prefix}{i}")
 }
-
-const ACTORS: usize = 20;
-const PROJECTS: usize = 5;
-const TYPES: [&str; 4] = [
-    "user_preference_stated",
-    "correction_received",
-    "task_milestone",
-    "incident_or_failure",
-];
-const SUBJECTS: [&str; 16] = [
-    "renewal notices",
-    "the invoice format",
-    "support hours",
-    "the shipping address",
-    "password reset emails",
-    "the data export",
-    "meeting reminders",
-    "the billing currency",
-    "the staging deployment",
-    "the weekly report",
-    "dark mode in the dashboard",
-    "the API rate limit",
-    "the onboarding checklist",
-    "refund requests",
-    "the mobile app crash",
-    "the database migration",
-];
-const VERBS: [&str; 10] = [
-    "asked to change",
-    "confirmed",
-    "complained about",
-    "requested a copy of",
-    "wants weekly updates on",
-    "approved the plan for",
-    "reported a problem with",
-    "corrected the details of",
-    "finished the work on",
-    "asked for help with",
-];
-const CHANNELS: [&str; 6] = [
-    "by email",
-    "over chat",
-    "in the support ticket",
-    "during the call",
-    "in a comment on the tracker",
-    "through the mobile app",
-];
-const QUESTIONS: [&str; 6] = [
-    "What did the user say about {}?",
-    "Has anyone reported problems with {}?",
-    "How does the customer want {} handled?",
-    "What changed recently regarding {}?",
-    "Who confirmed {} and when?",
-    "Any corrections about {}?",
-];
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

@@ -29,3 +29,59 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         })
         .sum()
 }
+
+/// The vocabulary the HTTP benches make events and queries from.
+pub const ACTORS: usize = 20;
+pub const PROJECTS: usize = 5;
+pub const TYPES: [&str; 4] = [
+    "user_preference_stated",
+    "correction_received",
+    "task_milestone",
+    "incident_or_failure",
+];
+pub const SUBJECTS: [&str; 16] = [
+    "renewal notices",
+    "the invoice format",
+    "support hours",
+    "the shipping address",
+    "password reset emails",
+    "the data export",
+    "meeting reminders",
+    "the billing currency",
+    "the staging deployment",
+    "the weekly report",
+    "dark mode in the dashboard",
+    "the API rate limit",
+    "the onboarding checklist",
+    "refund requests",
+    "the mobile app crash",
+    "the database migration",
+];
+pub const VERBS: [&str; 10] = [
+    "asked to change",
+    "confirmed",
+    "complained about",
+    "requested a copy of",
+    "wants weekly updates on",
+    "approved the plan for",
+    "reported a problem with",
+    "corrected the details of",
+    "finished the work on",
+    "asked for help with",
+];
+pub const CHANNELS: [&str; 6] = [
+    "by email",
+    "over chat",
+    "in the support ticket",
+    "during the call",
+    "in a comment on the tracker",
+    "through the mobile app",
+];
+pub const QUESTIONS: [&str; 6] = [
+    "What did the user say about {}?",
+    "Has anyone reported problems with {}?",
+    "How does the customer want {} handled?",
+    "What changed recently regarding {}?",
+    "Who confirmed {} and when?",
+    "Any corrections about {}?",
+];
