@@ -195,6 +195,10 @@ pub struct ServeArgs {
     /// than the worst NATS leader election; a failover takes about this long).
     #[arg(long, env = "EPISODIC_CLUSTER_LEASE_TTL_MS", default_value_t = 15_000)]
     pub cluster_lease_ttl_ms: u64,
+    /// Cluster mode: keep no standby of other nodes' shards (half the memory; a failover
+    /// then replays the whole shard instead of its tail).
+    #[arg(long, env = "EPISODIC_CLUSTER_NO_STANDBYS")]
+    pub cluster_no_standbys: bool,
 }
 
 /// Cluster mode's settings, checked.
@@ -214,6 +218,8 @@ pub struct ClusterSettings {
     pub replicas: usize,
     /// Lease TTL.
     pub lease_ttl: Duration,
+    /// Whether this node stands by for other nodes' shards.
+    pub standbys: bool,
 }
 
 /// Settings of `episodic mcp --stdio`: the server's settings plus the key every tool call
@@ -409,6 +415,7 @@ impl ServeArgs {
             name: self.cluster_name.clone(),
             replicas: self.cluster_replicas,
             lease_ttl: Duration::from_millis(self.cluster_lease_ttl_ms),
+            standbys: !self.cluster_no_standbys,
         }))
     }
 

@@ -254,6 +254,7 @@ impl Load {
                         shards: settings.shards,
                         lease_ttl: settings.lease_ttl,
                         replicas: settings.replicas,
+                        standbys: settings.standbys,
                         engine: self.config,
                     },
                     Arc::new(embedder),

@@ -69,6 +69,9 @@ impl Engines {
                     Route::Remote { .. } | Route::Unowned => Err(moving(
                         "the tenant's shard is moving between nodes; retry shortly",
                     )),
+                    Route::Moving => Err(moving(
+                        "the tenant is moving to a shard of its own; retry shortly",
+                    )),
                 }
             }
         }

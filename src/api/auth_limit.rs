@@ -101,6 +101,22 @@ impl AuthLimiter {
         self.attempt_at(peer, Instant::now())
     }
 
+    /// Whether an attempt from `peer` would be allowed now (takes nothing).
+    pub fn allows(&self, peer: Option<IpAddr>) -> bool {
+        let Some(addr) = peer.filter(|_| self.rate_per_sec > 0.0).map(bucket_key) else {
+            return true;
+        };
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock();
+        match buckets.get_mut(&addr) {
+            Some(bucket) => {
+                self.refill(bucket, now);
+                bucket.tokens >= 1.0
+            }
+            None => true,
+        }
+    }
+
     fn attempt_at(&self, peer: Option<IpAddr>, now: Instant) -> Result<Attempt<'_>, Limited> {
         let addr = peer.filter(|_| self.rate_per_sec > 0.0).map(bucket_key);
         if let Some(addr) = addr {

@@ -69,8 +69,9 @@ pub async fn cluster_status(
             .collect();
         let generations = node.catalog().all().map_err(|e| unavailable(&e))?;
         let standbys: HashMap<u32, u64> = node.standbys().into_iter().collect();
+        let pins = node.pins();
         let mut shards = Vec::with_capacity(config.shards as usize);
-        for shard in 0..config.shards {
+        for shard in node.shard_ids() {
             let generation = generations.get(&shard).copied().unwrap_or(1);
             let stream = stream_name(&config.cluster, shard, generation);
             let health = node
@@ -88,9 +89,11 @@ pub async fn cluster_status(
                     "lag": last.saturating_sub(*applied),
                 })
             });
+            let pinned = pins.iter().find(|p| p.shard == shard).map(|p| &p.tenant);
             shards.push(json!({
                 "standby": standby,
                 "shard": shard,
+                "pinnedTenant": pinned,
                 "owner": owner.map(|(n, _)| n),
                 "epoch": owner.map(|(_, rev)| rev),
                 "generation": generation,
@@ -119,6 +122,7 @@ pub async fn cluster_status(
             "leaseTtlMs": config.lease_ttl.as_millis() as u64,
             "nodes": nodes,
             "shards": shards,
+            "pins": pins,
         });
         if let Some(tenant) = tenant {
             let shard = node.shard_of(&tenant);
@@ -178,10 +182,13 @@ pub async fn move_shard(
     })?;
     let to = body.get("to").and_then(Value::as_str).map(str::to_string);
     let mut errors = Vec::new();
-    if shard >= node.config().shards {
+    if !node.shard_ids().contains(&shard) {
         errors.push(FieldError::new(
             "shard",
-            format!("the cluster has shards 0 to {}", node.config().shards - 1),
+            format!(
+                "the cluster has shards 0 to {} and those of pinned tenants",
+                node.config().shards - 1
+            ),
         ));
     }
     let view = node.view();
@@ -198,28 +205,8 @@ pub async fn move_shard(
     let to = to.expect("checked");
     let held_here = node.held_shards().iter().any(|h| h.shard == shard);
     if !held_here {
-        let (Some(forward), Some((_, url))) = (state.forward.clone(), view.owner_url(shard)) else {
-            return Err(Problem::new(
-                ErrorCode::NotReady,
-                "nobody holds the shard now; retry shortly",
-            )
-            .with_retry_after(crate::serving::SHARD_RETRY_AFTER_SECS));
-        };
-        if parts.headers.contains_key(super::forward::FORWARDED_BY) {
-            return Err(
-                Problem::new(ErrorCode::NotReady, "the shard moved meanwhile; retry")
-                    .with_retry_after(crate::serving::SHARD_RETRY_AFTER_SECS),
-            );
-        }
-        return forward
-            .send(url, &parts.method, &parts.uri, &parts.headers, bytes)
-            .await
-            .map_err(|e| {
-                Problem::new(
-                    ErrorCode::NotReady,
-                    format!("the owner cannot be reached: {e}"),
-                )
-            });
+        let owner = view.owner_url(shard).map(|(_, url)| url.to_string());
+        return to_owner(&state, owner, parts, bytes).await;
     }
     let from = node.config().node_id.clone();
     let started = std::time::Instant::now();
@@ -257,4 +244,37 @@ pub async fn move_shard(
         "tookMs": started.elapsed().as_millis() as u64,
     });
     Ok((status, Json(body)).into_response())
+}
+
+/// Sends an admin request that only the owner of a shard can carry out to that owner
+/// (`owner_url`, as this node's view has it); a request that was forwarded here already is
+/// never forwarded again.
+pub(super) async fn to_owner(
+    state: &AppState,
+    owner_url: Option<String>,
+    parts: axum::http::request::Parts,
+    bytes: axum::body::Bytes,
+) -> Result<axum::response::Response, Problem> {
+    let (Some(forward), Some(url)) = (state.forward.clone(), owner_url) else {
+        return Err(Problem::new(
+            ErrorCode::NotReady,
+            "nobody holds the shard now; retry shortly",
+        )
+        .with_retry_after(crate::serving::SHARD_RETRY_AFTER_SECS));
+    };
+    if parts.headers.contains_key(super::forward::FORWARDED_BY) {
+        return Err(
+            Problem::new(ErrorCode::NotReady, "the shard moved meanwhile; retry")
+                .with_retry_after(crate::serving::SHARD_RETRY_AFTER_SECS),
+        );
+    }
+    forward
+        .send(&url, &parts.method, &parts.uri, &parts.headers, bytes)
+        .await
+        .map_err(|e| {
+            Problem::new(
+                ErrorCode::NotReady,
+                format!("the owner cannot be reached: {e}"),
+            )
+        })
 }

@@ -63,9 +63,33 @@ where
                     "Authorization must be `Bearer <key>`",
                 )
             })?;
-        let principal = app.keys.authenticate(key)?;
+        let principal = authenticate(&app.keys, key, true).await?;
         attempt.succeeded();
         Ok(Auth(principal))
+    }
+}
+
+/// Resolves `key`: from this node's records, or in cluster mode with `read_through`, for a
+/// key id it does not know yet, from the replicated bucket (read on a blocking thread).
+/// Callers allow the read only where failed authentications are rate-limited.
+pub async fn authenticate(
+    keys: &std::sync::Arc<crate::auth::KeyStore>,
+    key: &str,
+    read_through: bool,
+) -> Result<crate::auth::Principal, crate::auth::AuthError> {
+    match keys.authenticate(key) {
+        Err(crate::auth::AuthError::Unauthenticated) if read_through && keys.may_learn(key) => {
+            let (store, presented) = (std::sync::Arc::clone(keys), key.to_string());
+            let learnt = tokio::task::spawn_blocking(move || store.learn(&presented))
+                .await
+                .unwrap_or(false);
+            if learnt {
+                keys.authenticate(key)
+            } else {
+                Err(crate::auth::AuthError::Unauthenticated)
+            }
+        }
+        other => other,
     }
 }
 

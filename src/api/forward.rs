@@ -223,7 +223,19 @@ pub async fn route(State(state): State<AppState>, mut req: Request, next: Next) 
     if !tenant_route(req.uri().path()) {
         return next.run(req).await;
     }
-    let tenant = match bearer(req.headers()).map(|k| state.keys.authenticate(k)) {
+    let presented = bearer(req.headers()).map(str::to_string);
+    // A key this node has not learnt yet is read through from the bucket, unless the
+    // address is out of failed authentications (the handler then answers 429).
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let read_through = state.auth_limit.allows(peer);
+    let principal = match presented {
+        Some(key) => Some(super::extract::authenticate(&state.keys, &key, read_through).await),
+        None => None,
+    };
+    let tenant = match principal {
         Some(Ok(principal)) => match principal.tenant() {
             Some(t) => t.to_string(),
             None => return next.run(req).await,

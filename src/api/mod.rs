@@ -21,6 +21,7 @@ pub mod listener;
 mod observe;
 pub mod openapi;
 mod ops;
+mod pin;
 pub mod problem;
 pub mod request_id;
 mod reviews;
@@ -105,6 +106,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::get_policy))
         .routes(routes!(cluster::cluster_status))
         .routes(routes!(cluster::move_shard))
+        .routes(routes!(pin::pin_tenant))
         .routes(routes!(routes::replay_policy))
         .routes(routes!(ops::openapi_json))
         .routes(routes!(ops::docs_page))

@@ -306,6 +306,39 @@ impl KeyStore {
         Err(AuthError::Unauthenticated)
     }
 
+    /// Whether a key [`KeyStore::authenticate`] refused might be a record this node has not
+    /// learnt yet: in cluster mode, a well-formed key whose id this node does not know.
+    pub fn may_learn(&self, key: &str) -> bool {
+        self.replica.is_some()
+            && key_id_of(key).is_some_and(|id| !self.records.read().contains_key(id))
+    }
+
+    /// Reads the record of `key`'s id from the bucket now and keeps it (cluster mode: a key
+    /// made on another node moments ago, before this node's watch delivered it); whether a
+    /// record was learnt. Blocking (a NATS round trip): call off async threads, and only for
+    /// keys [`KeyStore::may_learn`] allows (a failed authentication is rate-limited per
+    /// address, so this read is too).
+    pub fn learn(&self, key: &str) -> bool {
+        let (Some(replica), Some(id)) = (&self.replica, key_id_of(key)) else {
+            return false;
+        };
+        match replica.get(id) {
+            Ok(Some(record)) => {
+                // The watch may have delivered it (or a later change) meanwhile: keep that.
+                self.records
+                    .write()
+                    .entry(record.key_id.clone())
+                    .or_insert(record);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading a key record through failed");
+                false
+            }
+        }
+    }
+
     fn match_record(&self, key: &str, presented: &[u8; 32]) -> Option<Principal> {
         let id = key_id_of(key)?;
         let records = self.records.read();

@@ -81,6 +81,23 @@ impl Replica {
             .collect()
     }
 
+    /// The record of `key_id` as the bucket holds it now (blocking).
+    pub(super) fn get(&self, key_id: &str) -> Result<Option<KeyRecord>, String> {
+        let store = self.store.clone();
+        let key = key_id.to_string();
+        let value = self
+            .conn
+            .run(&self.bucket, async move { store.get(key).await })
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("reading {}: {e}", self.bucket))?;
+        value
+            .map(|v| {
+                serde_json::from_slice::<KeyRecord>(&v)
+                    .map_err(|e| format!("a key record in {} is not valid: {e}", self.bucket))
+            })
+            .transpose()
+    }
+
     /// Writes `record` to the bucket; returns once a quorum holds it.
     pub(super) fn put(&self, record: &KeyRecord) -> Result<(), String> {
         let store = self.store.clone();

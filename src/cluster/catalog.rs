@@ -24,10 +24,10 @@ use crate::store::nats::{Generations, NatsConnection};
 /// The generation records of one cluster's shards.
 #[derive(Clone)]
 pub struct Catalog {
-    conn: NatsConnection,
-    store: kv::Store,
-    bucket: String,
-    cluster: String,
+    pub(super) conn: NatsConnection,
+    pub(super) store: kv::Store,
+    pub(super) bucket: String,
+    pub(super) cluster: String,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -65,7 +65,7 @@ impl Catalog {
         })
     }
 
-    fn failed(&self, reason: impl std::fmt::Display) -> LeaseError {
+    pub(super) fn failed(&self, reason: impl std::fmt::Display) -> LeaseError {
         LeaseError::Bucket {
             bucket: self.bucket.clone(),
             reason: reason.to_string(),

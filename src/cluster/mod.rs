@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod lease;
 pub mod node;
+pub mod pins;
 pub mod shards;
 
 pub use catalog::Catalog;

@@ -54,6 +54,9 @@ pub enum Error {
     /// The writer could not carry out the request durably (disk full, I/O error).
     #[error("the event log cannot accept writes: {0}")]
     Storage(#[source] WriterError),
+    /// The tenant is moving to a shard of its own; nothing of it may change until it has.
+    #[error("tenant {0} is moving to a shard of its own; retry shortly")]
+    Moving(String),
     /// The writer thread has stopped (the engine is shutting down).
     #[error("the writer has stopped")]
     WriterStopped,
@@ -87,6 +90,7 @@ impl Error {
                 ErrorCode::Forbidden
             }
             Error::SelfApproval => ErrorCode::SelfApprovalForbidden,
+            Error::Moving(_) => ErrorCode::NotReady,
             Error::Storage(_) | Error::WriterStopped => ErrorCode::StorageUnavailable,
             Error::Search(_) | Error::AuditUnreadable | Error::Internal(_) => ErrorCode::Internal,
         }
@@ -108,13 +112,16 @@ impl From<ReviewFailure> for Error {
     fn from(f: ReviewFailure) -> Self {
         match f {
             ReviewFailure::Refused(r) => r.into(),
-            ReviewFailure::Failed(e) => Error::Storage(e),
+            ReviewFailure::Failed(e) => e.into(),
         }
     }
 }
 
 impl From<WriterError> for Error {
     fn from(e: WriterError) -> Self {
-        Error::Storage(e)
+        match e {
+            WriterError::Moving(tenant) => Error::Moving(tenant),
+            other => Error::Storage(other),
+        }
     }
 }

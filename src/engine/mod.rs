@@ -26,6 +26,7 @@ mod error;
 mod export;
 mod gauges;
 mod logged;
+mod moving;
 mod observe;
 mod open;
 mod partitions;
@@ -435,7 +436,10 @@ impl Engine {
     }
 
     /// Sends a command built around a reply channel and awaits the writer's answer.
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
+    pub(super) async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, Error> {
         let (tx, rx) = oneshot::channel();
         let _queued = crate::telemetry::QueueGuard::enter();
         self.tx.send(make(tx)).map_err(|_| writer_gone())?;
@@ -463,7 +467,7 @@ impl Engine {
                 .pop()
                 .ok_or_else(|| Error::NotFound(event_id.to_string())),
             DeleteReply::NotFound(id) => Err(Error::NotFound(id)),
-            DeleteReply::Unavailable(e) => Err(Error::Storage(e)),
+            DeleteReply::Unavailable(e) => Err(e.into()),
         }
     }
 
@@ -489,7 +493,7 @@ impl Engine {
             reply,
         })
         .await?
-        .map_err(Error::Storage)
+        .map_err(Error::from)
     }
 
     /// Approves or rejects a pending event (the key needs the event's approver role and must

@@ -186,7 +186,7 @@ impl Engine {
             }),
             PutReply::NotFound(id) => Err(Error::NotFound(id)),
             PutReply::Conflict(c) => Err(c.into()),
-            PutReply::Unavailable(e) => Err(Error::Storage(e)),
+            PutReply::Unavailable(e) => Err(e.into()),
         }
     }
 

@@ -454,17 +454,29 @@ impl NatsLog {
         }
     }
 
-    /// Publishes `records` with their own log sequences to this (new, empty) stream, in
-    /// batches, fenced like any append.
-    fn publish_records(&mut self, records: &[LogRecord]) -> Result<(), LogError> {
-        if records.iter().any(|r| r.seq == 0) || records.windows(2).any(|w| w[0].seq >= w[1].seq) {
+    /// Publishes `records` with their own log sequences (increasing, above every record
+    /// already here), in batches, fenced like any append: a rotation's new generation, or a
+    /// tenant's records copied to the log of its own shard (called once per chunk).
+    pub fn append_records(&mut self, records: &[LogRecord]) -> Result<(), LogError> {
+        self.check_writable()?;
+        let floor = self.next.max(1);
+        if records.first().is_some_and(|r| r.seq < floor)
+            || records.windows(2).any(|w| w[0].seq >= w[1].seq)
+        {
             return Err(remote(
                 &self.name,
-                "rotated records must have increasing sequences".into(),
+                format!("copied records must have increasing sequences from {floor} on"),
             ));
         }
-        if !records.is_empty() && records.len() as u64 != records[records.len() - 1].seq {
-            self.shifted = Some(parking_lot::Mutex::new(Vec::with_capacity(records.len())));
+        let shifts = records
+            .iter()
+            .enumerate()
+            .any(|(i, r)| r.seq != self.physical_last + 1 + i as u64);
+        if shifts && self.shifted.is_none() {
+            // Every record so far sat at its own sequence: say so before the first that
+            // does not.
+            let known = (1..=self.physical_last).map(|s| (s, s)).collect();
+            self.shifted = Some(parking_lot::Mutex::new(known));
         }
         for chunk in records.chunks(READ_BATCH) {
             let batch: Vec<Outgoing> = chunk
@@ -804,7 +816,7 @@ impl EventLog for NatsLog {
         let mut next = NatsLog::open(&self.conn, &new_name, self.replicas)?;
         next.lease = self.lease.clone();
         next.generations = Some(Arc::clone(&generations));
-        let published = next.publish_records(records);
+        let published = next.append_records(records);
         if let Err(e) = published {
             let _ = self.conn.delete_stream(&new_name);
             return Err(e);

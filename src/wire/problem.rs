@@ -84,6 +84,9 @@ impl From<Invalid> for Problem {
     }
 }
 
+/// Seconds a client is told to wait before retrying a request for a tenant being moved.
+const MOVING_RETRY_AFTER_SECS: u64 = 1;
+
 impl From<Error> for Problem {
     fn from(e: Error) -> Self {
         let code = e.code();
@@ -96,6 +99,9 @@ impl From<Error> for Problem {
             Error::MissingRole(ref role) => missing_role(role),
             Error::ErasureNeedsSensitive => Problem::new(code, e.to_string())
                 .with_extra("missingGrant", json!({"maxPrivacyClass": "sensitive"})),
+            Error::Moving(_) => {
+                Problem::new(code, e.to_string()).with_retry_after(MOVING_RETRY_AFTER_SECS)
+            }
             other => Problem::new(code, other.to_string()),
         }
     }

@@ -273,29 +273,22 @@ pub fn make_key(client: &Client, node: &EpisodicNode, tenant: &str, roles: &[&st
     body["key"].as_str().expect("key").to_string()
 }
 
-/// Waits until `node` knows `key` (nodes follow the replicated key bucket: a key made on
-/// another node reaches them within moments).
-pub fn wait_until_known(client: &Client, node: &EpisodicNode, key: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let status = client
-            .get(format!("{}/v1/timeline", node.base))
-            .bearer_auth(key)
-            .query(&[("limit", "1")])
-            .send()
-            .expect("timeline")
-            .status()
-            .as_u16();
-        if status != 401 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node {} never learnt the key",
-            node.id
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Checks that `node` accepts `key` at once, although another node made it moments ago
+/// (a node reads a key it has not learnt yet through from the replicated key bucket).
+pub fn known_at_once(client: &Client, node: &EpisodicNode, key: &str) {
+    let status = client
+        .get(format!("{}/v1/timeline", node.base))
+        .bearer_auth(key)
+        .query(&[("limit", "1")])
+        .send()
+        .expect("timeline")
+        .status()
+        .as_u16();
+    assert_ne!(
+        status, 401,
+        "node {} refused a key made on another node",
+        node.id
+    );
 }
 
 /// Writes `body` through `node` until it is acknowledged, retrying what the cluster calls
@@ -391,8 +384,8 @@ fn any_node_answers_for_any_tenant_as_the_owner_does() {
     // Keys made on one node authenticate on the other (the replicated key bucket).
     let key1 = make_key(&client, &n2, &on_n1, &["writer", "reader"]);
     let key2 = make_key(&client, &n1, &on_n2, &["writer", "reader"]);
-    wait_until_known(&client, &n1, &key1);
-    wait_until_known(&client, &n2, &key2);
+    known_at_once(&client, &n1, &key1);
+    known_at_once(&client, &n2, &key2);
     let mut ids1 = Vec::new();
     for (i, (node, text)) in [
         (&n2, "The customer asked for renewal notices by email"),
@@ -600,7 +593,7 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
         "2026-06-10T08:00:00Z",
     );
     held["sourceTrust"] = json!("untrusted_content");
-    wait_until_known(&client, &n2, &key);
+    known_at_once(&client, &n2, &key);
     assert_eq!(write_until_acked(&client, &n2, &key, &held), 202);
     let audit_before = audit_entries(&client, &n1, &key);
     assert!(!audit_before.is_empty());
@@ -728,7 +721,7 @@ fn an_owner_paused_past_its_lease_cannot_write() {
     let (client, n1, n2) = two_nodes(root.path(), "BINZOMBIE");
     let tenant = tenant_owned_by(&client, &n2, "n1", "zombie");
     let key = make_key(&client, &n2, &tenant, &["writer", "reader"]);
-    wait_until_known(&client, &n1, &key);
+    known_at_once(&client, &n1, &key);
     let first = event("user:dana", "Before the pause", "2026-06-10T08:00:00Z");
     assert_eq!(write_until_acked(&client, &n1, &key, &first), 201);
     n1.signal("-STOP");
@@ -983,7 +976,7 @@ fn a_killed_stream_leader_and_a_lagging_nats_server_lose_nothing() {
     wait_balanced(&client, &[&n1, &n2], Duration::from_secs(90));
     let tenant = tenant_owned_by(&client, &n1, "n1", "leader");
     let key = make_key(&client, &n1, &tenant, &["writer", "reader"]);
-    wait_until_known(&client, &n2, &key);
+    known_at_once(&client, &n2, &key);
     let shard = cluster_status(&client, &n1, Some(&tenant))["tenant"]["shard"]
         .as_u64()
         .expect("shard");
@@ -1143,7 +1136,7 @@ fn a_shard_moves_to_another_node_on_request() {
     let (client, mut n1, mut n2) = two_nodes(root.path(), "BINMOVE");
     let tenant = tenant_owned_by(&client, &n1, "n1", "move");
     let key = make_key(&client, &n1, &tenant, &["writer", "reader"]);
-    wait_until_known(&client, &n2, &key);
+    known_at_once(&client, &n2, &key);
     for i in 0..5 {
         let body = event(
             "user:dana",
@@ -1202,6 +1195,59 @@ fn a_shard_moves_to_another_node_on_request() {
         .send()
         .expect("move");
     assert_eq!(resp.status().as_u16(), 422);
+    // The tenant pinned to a shard of its own, asked of the node that does not own it:
+    // everything it held moves, and it is served from the new shard through either node.
+    let resp = client
+        .post(format!("{}/v1/admin/cluster/tenants/{tenant}/pin", n1.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .expect("pin");
+    let status = resp.status().as_u16();
+    let report: Value = resp.json().expect("json");
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["fromShard"], shard);
+    assert_eq!(report["sourcePurged"], true);
+    let pinned = report["shard"].as_u64().expect("pinned shard");
+    eprintln!("tenant pinned to shard {pinned}: {report}");
+    let served = |node: &EpisodicNode| {
+        client
+            .get(format!("{}/v1/timeline", node.base))
+            .bearer_auth(&key)
+            .send()
+            .is_ok_and(|r| r.status().is_success())
+    };
+    let started = std::time::Instant::now();
+    while !(served(&n1) && served(&n2)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the pinned shard is not served"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(timeline_ids(&client, &n1, &key), after);
+    assert_eq!(timeline_ids(&client, &n2, &key), after);
+    let status = cluster_status(&client, &n2, Some(&tenant));
+    assert_eq!(status["tenant"]["shard"], pinned);
+    assert!(status["pins"]
+        .as_array()
+        .expect("pins")
+        .iter()
+        .any(|p| p["tenant"] == tenant.as_str() && p["state"] == "active"));
+    assert_eq!(
+        write_until_acked(
+            &client,
+            &n2,
+            &key,
+            &event("user:dana", "After the pin", "2026-06-13T09:00:00Z")
+        ),
+        201
+    );
+    let resp = client
+        .post(format!("{}/v1/admin/cluster/tenants/{tenant}/pin", n2.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .expect("pin again");
+    assert_eq!(resp.status().as_u16(), 409, "a tenant is pinned once");
     // Both stop cleanly on SIGTERM.
     n1.terminate();
     n2.terminate();

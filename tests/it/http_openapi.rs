@@ -11,7 +11,7 @@ use crate::common::{event, App, ADMIN};
 
 /// Every route the server answers, as `METHOD path-template`. Adding a route means adding
 /// it here and to the spec (the test fails until both agree).
-const ROUTES: [&str; 31] = [
+const ROUTES: [&str; 32] = [
     "GET /healthz",
     "GET /readyz",
     "GET /metrics",
@@ -43,6 +43,7 @@ const ROUTES: [&str; 31] = [
     "POST /v1/admin/policy/replay",
     "GET /v1/admin/cluster",
     "POST /v1/admin/cluster/shards/{shard}/move",
+    "POST /v1/admin/cluster/tenants/{tenant}/pin",
 ];
 
 async fn raw(app: &App, req: Request<Body>) -> (StatusCode, String, String, Vec<u8>) {

@@ -34,6 +34,7 @@ mod nats_keys;
 mod nats_lease;
 mod nats_log;
 mod nats_node;
+mod nats_pin;
 mod partitioned;
 mod races;
 mod scope_lists;

@@ -28,6 +28,28 @@ fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 #[test]
+fn a_node_reads_a_key_it_has_not_learnt_through_from_the_bucket() {
+    let bucket = unique_stream("KEYSREAD");
+    let (first, second) = (node_store(&bucket), node_store(&bucket));
+    let made = first
+        .create("acme", vec![roles::READER.to_string()], Limits::unlimited())
+        .expect("create");
+    // The record is in the bucket before `create` returns: read through, it works at once
+    // on the other node, whether or not that node's watch has delivered it yet.
+    if second.may_learn(&made.key) {
+        assert!(second.learn(&made.key), "the bucket holds the new key");
+    }
+    assert!(second
+        .authenticate(&made.key)
+        .is_ok_and(|p| p.tenant() == Some("acme")));
+    let unknown = "epi_k0000000000000000_nosuchkeyatallnosuchkeyatall";
+    assert!(second.may_learn(unknown));
+    assert!(!second.learn(unknown), "nothing to learn for an unknown id");
+    assert!(second.authenticate(unknown).is_err());
+    assert!(!second.may_learn(ADMIN), "the admin key is not a record");
+}
+
+#[test]
 fn a_key_works_on_every_node_until_any_node_revokes_it() {
     let bucket = unique_stream("KEYS");
     let (first, second) = (node_store(&bucket), node_store(&bucket));

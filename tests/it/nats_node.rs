@@ -14,10 +14,20 @@ use episodic::store::nats::NatsConnection;
 use crate::common::{event, input, real_model, recall_request, rt};
 use crate::nats_cluster::{shared, unique_stream};
 
-const SHARDS: u32 = 4;
-const TTL: Duration = Duration::from_secs(3);
+pub(crate) const SHARDS: u32 = 4;
+pub(crate) const TTL: Duration = Duration::from_secs(3);
 
-fn node(conn: &NatsConnection, cluster: &str, id: &str, dir: &std::path::Path) -> Node {
+pub(crate) fn node(conn: &NatsConnection, cluster: &str, id: &str, dir: &std::path::Path) -> Node {
+    node_with(conn, cluster, id, dir, true)
+}
+
+fn node_with(
+    conn: &NatsConnection,
+    cluster: &str,
+    id: &str,
+    dir: &std::path::Path,
+    standbys: bool,
+) -> Node {
     let config = NodeConfig {
         node_id: id.to_string(),
         advertise_url: format!("http://{id}.invalid"),
@@ -25,13 +35,14 @@ fn node(conn: &NatsConnection, cluster: &str, id: &str, dir: &std::path::Path) -
         shards: SHARDS,
         lease_ttl: TTL,
         replicas: 3,
+        standbys,
         engine: EngineConfig::new(dir.to_path_buf()),
     };
     Node::start(conn, config, real_model()).expect("start the node")
 }
 
 /// Waits until `node` holds `count` shards.
-fn wait_for_shards(node: &Node, count: usize, within: Duration) -> Duration {
+pub(crate) fn wait_for_shards(node: &Node, count: usize, within: Duration) -> Duration {
     let started = Instant::now();
     while node.owned_shards().len() < count {
         assert!(
@@ -58,9 +69,9 @@ fn tenants(node: &Node) -> Vec<String> {
 
 /// A connection, a fresh cluster name, a first node holding every shard, a second node
 /// beside it, and their data directories (alive as long as the last element is).
-type Pair = (NatsConnection, String, Node, Node, [tempfile::TempDir; 2]);
+pub(crate) type Pair = (NatsConnection, String, Node, Node, [tempfile::TempDir; 2]);
 
-fn pair(prefix: &str) -> Pair {
+pub(crate) fn pair(prefix: &str) -> Pair {
     let conn = NatsConnection::connect(&shared().urls).expect("connect");
     let cluster = unique_stream(prefix);
     let dirs = [
@@ -206,6 +217,48 @@ fn a_node_that_stops_cleanly_hands_its_shards_over_at_once() {
 }
 
 #[test]
+fn nodes_without_standbys_keep_none_and_replay_a_shard_they_take_over() {
+    let conn = NatsConnection::connect(&shared().urls).expect("connect");
+    let cluster = unique_stream("NOSTANDBY");
+    let dirs = [
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    ];
+    let first = node_with(&conn, &cluster, "n1", dirs[0].path(), false);
+    wait_for_shards(&first, SHARDS as usize, Duration::from_secs(60));
+    let second = node_with(&conn, &cluster, "n2", dirs[1].path(), false);
+    wait_until("the shares are even", Duration::from_secs(60), || {
+        first.owned_shards().len() == SHARDS as usize / 2
+            && second.owned_shards().len() == SHARDS as usize / 2
+    });
+    let tenant = tenants(&first)
+        .into_iter()
+        .find(|t| first.owned_shards().contains(&first.shard_of(t)))
+        .expect("a tenant of the first node");
+    let grant = TenantGrant::internal(&tenant, "cluster-test");
+    let rt = rt();
+    let body = event("user:dana", "Dana renewed the plan", "2026-04-01T09:00:00Z");
+    let id = rt
+        .block_on(engine(&first, &tenant).write(&grant, input(&body), false))
+        .expect("write")
+        .event
+        .event_id;
+    // Two coordination rounds: a node with standbys would have opened them by now.
+    std::thread::sleep(TTL);
+    assert!(first.standby_shards().is_empty() && second.standby_shards().is_empty());
+    first.abandon();
+    wait_for_shards(&second, SHARDS as usize, TTL * 4 + Duration::from_secs(60));
+    assert_eq!(
+        second.promotions(),
+        0,
+        "nothing to promote: the shards were replayed"
+    );
+    assert!(engine(&second, &tenant).get(&grant, &id).is_ok());
+    second.stop();
+    delete_streams(&conn, &cluster);
+}
+
+#[test]
 fn a_node_with_another_write_policy_refuses_to_join() {
     let conn = NatsConnection::connect(&shared().urls).expect("connect");
     let cluster = unique_stream("POLICY");
@@ -221,6 +274,7 @@ fn a_node_with_another_write_policy_refuses_to_join() {
         shards: SHARDS,
         lease_ttl: TTL,
         replicas: 3,
+        standbys: true,
         engine: EngineConfig::new(dirs[1].path().to_path_buf()),
     };
     config.engine.policy.version = "v2-stricter".into();
@@ -240,7 +294,7 @@ fn a_node_with_another_write_policy_refuses_to_join() {
 }
 
 /// Waits until `check` holds.
-fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+pub(crate) fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
     let started = Instant::now();
     while !check() {
         assert!(started.elapsed() < within, "{what}: not within {within:?}");

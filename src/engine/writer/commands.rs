@@ -86,6 +86,30 @@ pub enum Command {
     /// Make a standby the writer: follow to the end, audit the records the trail lacks,
     /// then accept writes.
     Promote(oneshot::Sender<Result<u64, String>>),
+    /// Refuse every change to a tenant from now on (it is being copied elsewhere);
+    /// answers the log's next sequence.
+    Freeze {
+        /// Tenant.
+        tenant: String,
+        /// Reply.
+        reply: oneshot::Sender<u64>,
+    },
+    /// Accept changes to a frozen tenant again (its copy was abandoned).
+    Thaw {
+        /// Tenant.
+        tenant: String,
+        /// Reply.
+        reply: oneshot::Sender<()>,
+    },
+    /// Drop a frozen tenant's events from the read model, then compact without them.
+    Evict {
+        /// Tenant.
+        tenant: String,
+        /// Acting key.
+        key_id: String,
+        /// Reply.
+        reply: oneshot::Sender<Result<CompactReport, WriterError>>,
+    },
     /// Flush indexes and stop.
     Shutdown(oneshot::Sender<()>),
 }

@@ -7,7 +7,8 @@
 //! it merges the scope index and rebuilds the HNSW graph and vector store without deleted
 //! vectors (and drops the vector partitions, rebuilt from what remains); the audit trail
 //! never holds content, so it needs no rewrite (its file is append-only, which keeps the
-//! audit index's offsets valid); it blocks writes while it runs. On a stream (cluster mode)
+//! audit index's offsets valid); it blocks writes while it runs; it never writes a record
+//! of a tenant evicted from this log ([`super::moving`]). On a stream (cluster mode)
 //! the rewrite is a rotation to the shard's next generation, run only when some deleted
 //! content awaits its purge.
 
@@ -53,8 +54,10 @@ impl Writer {
         let (records, purged) = self.compacted_records()?;
         // A stream's rotation copies the whole log: skipped when it would drop nothing
         // (deletions erased their records at once; the rotation is for what remains).
-        if !(self.log.erases_in_place() && purged.is_empty()) {
+        // An eviction rotates even then: the evicted tenant's records must go.
+        if !(self.log.erases_in_place() && purged.is_empty()) || self.rotate_evicted {
             self.log.rewrite(&records)?;
+            self.rotate_evicted = false;
         }
         self.mark_purged();
         self.shared.scope.merge_all()?;
@@ -106,35 +109,21 @@ impl Writer {
         let mut out: Vec<(u64, Record)> = Vec::new();
         let mut purged = Vec::new();
         for slot in table.slots() {
-            match slot {
-                Slot::Empty => {}
-                Slot::Live(e) => {
-                    let vector = vectors
-                        .get(e.doc)
-                        .ok_or(WriterError::MissingVector { doc: e.doc })?;
-                    let put = PutRecord {
-                        doc: e.doc,
-                        event: e.event.clone(),
-                        input_hash: e.input_hash.clone(),
-                        key_id: e.key_id.clone(),
-                        decision: e.decision.clone(),
-                        vector,
-                    };
-                    out.push((e.seq, Record::Put(put)));
+            let tenant = match slot {
+                Slot::Empty => continue,
+                Slot::Live(e) => &e.event.tenant_id,
+                Slot::Deleted(t) => &t.tenant_id,
+            };
+            if self.evicted.contains(tenant.as_str()) {
+                continue;
+            }
+            if let Slot::Deleted(t) = slot {
+                if t.unpurged {
+                    purged.push((t.tenant_id.clone(), t.event_id.clone()));
                 }
-                Slot::Deleted(t) => {
-                    if t.unpurged {
-                        purged.push((t.tenant_id.clone(), t.event_id.clone()));
-                    }
-                    let rec = TombstoneRecord {
-                        doc: t.doc,
-                        tenant_id: t.tenant_id.clone(),
-                        event_id: t.event_id.clone(),
-                        deleted_at: t.deleted_at,
-                        audience: t.audience.clone(),
-                    };
-                    out.push((t.seq, Record::Tombstone(rec)));
-                }
+            }
+            if let Some(record) = slot_record(slot, &vectors)? {
+                out.push(record);
             }
         }
         out.sort_by_key(|(seq, _)| *seq);
@@ -200,4 +189,39 @@ impl Writer {
         self.unsaved_hnsw = 1;
         Ok(live.len())
     }
+}
+
+/// The compacted record of one slot at its log sequence: a live event as it is now (with
+/// its vector), a content-free tombstone, or nothing for an empty slot.
+pub(super) fn slot_record(
+    slot: &Slot,
+    vectors: &VectorStore,
+) -> Result<Option<(u64, Record)>, WriterError> {
+    Ok(match slot {
+        Slot::Empty => None,
+        Slot::Live(e) => {
+            let vector = vectors
+                .get(e.doc)
+                .ok_or(WriterError::MissingVector { doc: e.doc })?;
+            let put = PutRecord {
+                doc: e.doc,
+                event: e.event.clone(),
+                input_hash: e.input_hash.clone(),
+                key_id: e.key_id.clone(),
+                decision: e.decision.clone(),
+                vector,
+            };
+            Some((e.seq, Record::Put(put)))
+        }
+        Slot::Deleted(t) => {
+            let rec = TombstoneRecord {
+                doc: t.doc,
+                tenant_id: t.tenant_id.clone(),
+                event_id: t.event_id.clone(),
+                deleted_at: t.deleted_at,
+                audience: t.audience.clone(),
+            };
+            Some((t.seq, Record::Tombstone(rec)))
+        }
+    })
 }

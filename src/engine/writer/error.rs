@@ -43,6 +43,10 @@ pub enum WriterError {
     /// A standby could not follow its log, or be promoted.
     #[error("following the log: {0}")]
     Following(String),
+    /// The tenant is being copied to a shard of its own (cluster mode): nothing of it may
+    /// change here; the engine answers a retryable 503 `not_ready`.
+    #[error("tenant {0} is moving to a shard of its own; retry shortly")]
+    Moving(String),
 }
 
 impl From<LogError> for WriterError {

@@ -270,7 +270,10 @@ impl Writer {
         {
             let table = self.shared.table.read();
             for doc in table.expiring() {
-                if let Some(e) = table.get(*doc).filter(|e| e.is_expired(now)) {
+                let due = table
+                    .get(*doc)
+                    .filter(|e| e.is_expired(now) && !self.refuses(&e.event.tenant_id));
+                if let Some(e) = due {
                     by_tenant
                         .entry(e.event.tenant_id.clone())
                         .or_default()

@@ -39,15 +39,17 @@
 //! This file: the thread's loop and batching. [`commands`]: what the engine sends.
 //! [`puts`]: the group commit of writes. [`apply`]: a logged record into the read model.
 //! [`catch_up`]: the log applied at open. [`lifecycle`]: deletion, erasure, expiry sweep.
-//! [`compaction`]: the physical purge. [`review`]: review decisions. [`reevaluate`]: policy
+//! [`compaction`]: the physical purge. [`moving`]: a tenant frozen, read out and evicted
+//! when it moves to a shard of its own. [`review`]: review decisions. [`reevaluate`]: policy
 //! re-evaluation. [`scope_sync`]: scope-index commits and repairs. [`error`]: failures.
 //!
 //! Dependencies point one way. The files here use each other only through the names this
 //! file brings in (never `super::sibling::item`), along commands → {puts, review,
-//! compaction, reevaluate → lifecycle} → apply → scope_sync, all of them → error; each may
-//! use [`Writer`] and the engine's leaf modules (`shared`, `logged`, `partitions`,
+//! moving → compaction, reevaluate → lifecycle} → apply → scope_sync, all of them → error;
+//! each may use [`Writer`] and the engine's leaf modules (`shared`, `logged`, `partitions`,
 //! `scope_health`), never the engine's handle (`engine/mod.rs`), which is the only module
-//! that uses this one besides start-up (`engine/open.rs`).
+//! that uses this one besides start-up (`engine/open.rs`) and the handle's tenant moves
+//! (`engine/moving.rs`).
 
 mod apply;
 mod catch_up;
@@ -56,6 +58,7 @@ mod compaction;
 mod error;
 mod follow;
 mod lifecycle;
+mod moving;
 mod puts;
 mod reevaluate;
 mod review;
@@ -75,9 +78,11 @@ use crate::store::EventLog;
 use apply::{apply_delete, apply_put, apply_requeue, apply_review, apply_tombstone};
 pub(crate) use catch_up::catch_up;
 pub use commands::{Command, WriterConfig};
+use compaction::slot_record;
 pub use compaction::CompactReport;
 pub use error::{Conflict, Refusal, ReviewFailure, WriterError};
 pub use lifecycle::{DeleteReply, ErasureReceipt, Kept, Receipt};
+pub(crate) use moving::tenant_records;
 pub use puts::{PendingPut, PutReply};
 pub use reevaluate::{ReevaluationReport, Verdict};
 pub use review::ReviewOutcome;
@@ -95,6 +100,12 @@ pub struct Writer {
     unsaved_hnsw: usize,
     /// A standby: it applies what the log gains and appends nothing until promoted.
     following: bool,
+    /// Tenants being copied elsewhere: every change to them is refused ([`moving`]).
+    frozen: std::collections::HashSet<String>,
+    /// Tenants evicted from this log: compaction never writes their records again.
+    evicted: std::collections::HashSet<String>,
+    /// The next compaction must rewrite the log (an eviction happened).
+    rotate_evicted: bool,
 }
 
 /// Commands sorted by kind for one batch.
@@ -123,6 +134,9 @@ impl Writer {
             last_sweep: Instant::now(),
             unsaved_hnsw: 0,
             following: false,
+            frozen: Default::default(),
+            evicted: Default::default(),
+            rotate_evicted: false,
         }
     }
 
@@ -165,7 +179,10 @@ impl Writer {
                 | Command::Erase { .. }
                 | Command::Compact { .. }
                 | Command::Review { .. }
-                | Command::Reevaluate { .. }) => batch.others.push(other),
+                | Command::Reevaluate { .. }
+                | Command::Freeze { .. }
+                | Command::Thaw { .. }
+                | Command::Evict { .. }) => batch.others.push(other),
             }
             if batch.shutdown.is_none() && batch.puts.len() < self.config.max_batch {
                 next = rx.try_recv().ok();
@@ -176,7 +193,19 @@ impl Writer {
 
     /// Drains a batch of commands and processes them; false when shut down.
     fn handle_batch(&mut self, first: Command, rx: &Receiver<Command>) -> bool {
-        let batch = self.collect(first, rx);
+        let mut batch = self.collect(first, rx);
+        if !self.frozen.is_empty() {
+            batch.puts.retain_mut(|(put, reply)| {
+                let tenant = &put.tenant;
+                if !self.frozen.contains(tenant.as_str()) {
+                    return true;
+                }
+                let (dead, _) = oneshot::channel();
+                let reply = std::mem::replace(reply, dead);
+                let _ = reply.send(PutReply::Unavailable(WriterError::Moving(tenant.clone())));
+                false
+            });
+        }
         self.write_puts(batch.puts);
         for cmd in batch.others {
             self.handle_other(cmd);
@@ -206,6 +235,9 @@ impl Writer {
     }
 
     fn handle_other(&mut self, cmd: Command) {
+        let Some(cmd) = self.refuse_frozen(cmd) else {
+            return;
+        };
         match cmd {
             Command::Delete {
                 grant,
@@ -255,7 +287,44 @@ impl Writer {
             Command::Promote(reply) => {
                 let _ = reply.send(self.promote().map_err(|e| format!("{e:#}")));
             }
+            Command::Freeze { tenant, reply } => {
+                let next = self.freeze(tenant);
+                self.answer(reply, next);
+            }
+            Command::Thaw { tenant, reply } => {
+                self.thaw(&tenant);
+                let _ = reply.send(());
+            }
+            Command::Evict {
+                tenant,
+                key_id,
+                reply,
+            } => {
+                let r = self.evict(&tenant, &key_id);
+                self.answer(reply, r);
+            }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
+        }
+    }
+
+    /// Answers a change to a frozen tenant with [`WriterError::Moving`] (`None`), or hands
+    /// the command back.
+    fn refuse_frozen(&mut self, cmd: Command) -> Option<Command> {
+        let moving = |t: &str| WriterError::Moving(t.to_string());
+        match cmd {
+            Command::Delete { tenant, reply, .. } if self.refuses(&tenant) => {
+                let _ = reply.send(DeleteReply::Unavailable(moving(&tenant)));
+                None
+            }
+            Command::Erase { tenant, reply, .. } if self.refuses(&tenant) => {
+                let _ = reply.send(Err(moving(&tenant)));
+                None
+            }
+            Command::Review { grant, reply, .. } if self.refuses(grant.tenant()) => {
+                let _ = reply.send(Err(ReviewFailure::Failed(moving(grant.tenant()))));
+                None
+            }
+            other => Some(other),
         }
     }
 

@@ -31,8 +31,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use parking_lot::{Mutex, RwLock};
 
+mod pinning;
+
+pub use pinning::{PinError, PinReport};
+
 use super::catalog::Catalog;
 use super::lease::{ClusterView, Lease, LeaseError, Leases};
+use super::pins::{Pin, PinState};
 use super::shards::{shard_of, stream_name};
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
@@ -56,6 +61,9 @@ pub struct NodeConfig {
     pub lease_ttl: Duration,
     /// Copies each stream and the lease bucket keep.
     pub replicas: usize,
+    /// Whether this node stands by for shards other nodes own (a standby costs what the
+    /// shard costs its owner; without one, whoever takes a shard over replays all of it).
+    pub standbys: bool,
     /// The engine settings of every shard; its `data_dir` is the node's, each shard's engine
     /// gets a directory below it, its `log` and `audit_log` are replaced by the shard's
     /// streams, and its `audit_secret` should be the same on every node (the server derives
@@ -88,6 +96,8 @@ enum Job {
     Serve(Lease),
     /// Open a standby of this shard.
     Stand(u32),
+    /// Drop a tenant pinned elsewhere from the log of the shard it left.
+    Purge(Pin),
 }
 
 /// Where a tenant's requests are served.
@@ -106,6 +116,8 @@ pub enum Route {
     },
     /// Nowhere now: nobody holds the shard (it is between owners).
     Unowned,
+    /// Nowhere now: the tenant is being copied to a shard of its own, here.
+    Moving,
 }
 
 /// One held shard, for status reports.
@@ -143,6 +155,16 @@ struct Inner {
     deferred: Mutex<HashMap<u32, Instant>>,
     /// Shards taken over by promoting a standby (for tests and status).
     promotions: std::sync::atomic::AtomicU64,
+    /// Active pins: tenant → its shard of its own (read from the catalog every round).
+    pins: RwLock<HashMap<String, u32>>,
+    /// Every pin record, as last read.
+    pin_records: RwLock<Vec<Pin>>,
+    /// Tenants this node is copying to a shard of their own now.
+    moving: Mutex<std::collections::HashSet<String>>,
+    /// Moves whose activation this node could not confirm: (pin, copier's revision).
+    unsettled: Mutex<HashMap<String, (Pin, u64)>>,
+    /// Tenants whose purge from their former shard is queued or running here.
+    purging: Mutex<std::collections::HashSet<String>>,
     /// Runs the engines' async shutdowns from the coordination thread.
     runtime: NodeRuntime,
 }
@@ -214,8 +236,16 @@ impl Node {
             standing: Mutex::new(std::collections::HashSet::new()),
             deferred: Mutex::new(HashMap::new()),
             promotions: std::sync::atomic::AtomicU64::new(0),
+            pins: RwLock::new(HashMap::new()),
+            pin_records: RwLock::new(Vec::new()),
+            moving: Mutex::new(std::collections::HashSet::new()),
+            purging: Mutex::new(std::collections::HashSet::new()),
+            unsettled: Mutex::new(HashMap::new()),
             runtime: NodeRuntime(Some(runtime)),
         });
+        if let Err(e) = inner.refresh_pins() {
+            tracing::warn!(error = %e, "reading the pinned tenants failed");
+        }
         inner.announce()?;
         let worker = Arc::clone(&inner);
         let coordination = std::thread::Builder::new()
@@ -238,9 +268,19 @@ impl Node {
         &self.inner.config
     }
 
-    /// The shard `tenant` lives on.
+    /// The shard `tenant` lives on: its pinned shard, else its hash's.
     pub fn shard_of(&self, tenant: &str) -> u32 {
-        shard_of(tenant, self.inner.config.shards)
+        self.inner.shard_of(tenant)
+    }
+
+    /// Every shard of the cluster: the hashed ones, then the pinned ones, in order.
+    pub fn shard_ids(&self) -> Vec<u32> {
+        self.inner.shard_ids()
+    }
+
+    /// Every pin, as this node last read the catalog.
+    pub fn pins(&self) -> Vec<Pin> {
+        self.inner.pin_records.read().clone()
     }
 
     /// The engine serving `tenant`, if this node holds its shard and has caught up.
@@ -253,6 +293,9 @@ impl Node {
 
     /// Where `tenant`'s requests are served, as this node knows now.
     pub fn route(&self, tenant: &str) -> Route {
+        if self.inner.moving.lock().contains(tenant) {
+            return Route::Moving;
+        }
         let shard = self.shard_of(tenant);
         if let Some(held) = self.inner.held.read().get(&shard) {
             return match &held.engine {
@@ -271,8 +314,10 @@ impl Node {
         }
     }
 
-    /// Reads the cluster's view again now (after a forward found the owner moved).
+    /// Reads the cluster's view (and its pins) again now (after a forward found the owner
+    /// moved).
     pub fn refresh_view(&self) -> Result<(), LeaseError> {
+        self.inner.refresh_pins()?;
         self.inner.refresh_view()
     }
 
@@ -433,6 +478,39 @@ impl Inner {
             .announce(&self.config.node_id, &self.config.advertise_url)
     }
 
+    /// The shard `tenant` lives on: its pinned shard, else its hash's.
+    fn shard_of(&self, tenant: &str) -> u32 {
+        match self.pins.read().get(tenant) {
+            Some(shard) => *shard,
+            None => shard_of(tenant, self.config.shards),
+        }
+    }
+
+    /// Every shard: the hashed ones, then those of active pins.
+    fn shard_ids(&self) -> Vec<u32> {
+        let mut pinned: Vec<u32> = self.pins.read().values().copied().collect();
+        pinned.sort_unstable();
+        (0..self.config.shards).chain(pinned).collect()
+    }
+
+    /// How many shards the fair share divides.
+    fn shard_count(&self) -> u32 {
+        self.config.shards + self.pins.read().len() as u32
+    }
+
+    /// Reads the pins again.
+    fn refresh_pins(&self) -> Result<(), LeaseError> {
+        let records: Vec<Pin> = self.catalog.pins()?.into_iter().map(|(p, _)| p).collect();
+        let active = records
+            .iter()
+            .filter(|p| p.state == PinState::Active)
+            .map(|p| (p.tenant.clone(), p.shard))
+            .collect();
+        *self.pins.write() = active;
+        *self.pin_records.write() = records;
+        Ok(())
+    }
+
     fn refresh_view(&self) -> Result<(), LeaseError> {
         let view = self.leases.view()?;
         {
@@ -456,6 +534,10 @@ impl Inner {
                 tracing::warn!(error = %e, "announcing the node failed");
             }
             self.renew_all();
+            if let Err(e) = self.refresh_pins() {
+                tracing::warn!(error = %e, "reading the pinned tenants failed");
+            }
+            self.purge_moved();
             match self.refresh_view() {
                 Ok(()) => {
                     self.take_free();
@@ -509,7 +591,7 @@ impl Inner {
 
     fn take_free(&self) {
         let live = self.view.read().nodes.len().max(1);
-        let fair = self.config.shards.div_ceil(live as u32) as usize;
+        let fair = self.shard_count().div_ceil(live as u32) as usize;
         let me = self.config.node_id.as_str();
         let (handed_here, handed_elsewhere): (Vec<u32>, Vec<u32>) = {
             let view = self.view.read();
@@ -525,10 +607,11 @@ impl Inner {
                 .map(|(s, _)| *s);
             (here.collect(), elsewhere.collect())
         };
-        let order = handed_here
-            .iter()
-            .copied()
-            .chain((0..self.config.shards).filter(|s| !handed_here.contains(s)));
+        let order = handed_here.iter().copied().chain(
+            self.shard_ids()
+                .into_iter()
+                .filter(|s| !handed_here.contains(s)),
+        );
         for shard in order {
             let moved_here = handed_here.contains(&shard);
             if self.stop.load(Ordering::SeqCst) || (!moved_here && self.held.read().len() >= fair) {
@@ -606,7 +689,7 @@ impl Inner {
     fn shed_excess(&self) {
         let view = self.view.read().clone();
         let me = self.config.node_id.as_str();
-        let fair = self.config.shards.div_ceil(view.nodes.len().max(1) as u32) as usize;
+        let fair = self.shard_count().div_ceil(view.nodes.len().max(1) as u32) as usize;
         let held = self.held.read().len();
         if held <= fair {
             return;
@@ -717,19 +800,20 @@ impl Inner {
     fn keep_standbys(&self) {
         let view = self.view.read().clone();
         let me = self.config.node_id.as_str();
-        let wanted: std::collections::HashSet<u32> = if view.nodes.len() < 2 {
-            Default::default()
-        } else {
-            view.shards
-                .iter()
-                .filter(|(shard, (owner, _))| {
-                    owner != me
-                        && !self.held.read().contains_key(shard)
-                        && standby_of(owner, &view) == Some(me)
-                })
-                .map(|(shard, _)| *shard)
-                .collect()
-        };
+        let wanted: std::collections::HashSet<u32> =
+            if view.nodes.len() < 2 || !self.config.standbys {
+                Default::default()
+            } else {
+                view.shards
+                    .iter()
+                    .filter(|(shard, (owner, _))| {
+                        owner != me
+                            && !self.held.read().contains_key(shard)
+                            && standby_of(owner, &view) == Some(me)
+                    })
+                    .map(|(shard, _)| *shard)
+                    .collect()
+            };
         let unwanted: Vec<u32> = self
             .followers
             .read()
@@ -792,6 +876,7 @@ impl Inner {
             match job {
                 Job::Serve(lease) => self.serve_shard(&lease),
                 Job::Stand(shard) => self.open_standby(shard),
+                Job::Purge(pin) => self.purge(&pin),
             }
         }
     }
