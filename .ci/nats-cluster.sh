@@ -112,6 +112,15 @@ EOF
             if [[ "$seen" =~ ^[^\ ]+\ 3$ ]]; then ready=$((ready + 1)); fi
         done
         if ((ready == 3)); then
+            # The monitors answered, but they must be this cluster's: a server that could
+            # not bind its ports has exited, and another cluster may answer on them.
+            for i in 1 2 3; do
+                if ! kill -0 "$(cat "$dir/n$i.pid")" 2>/dev/null; then
+                    echo "nats cluster in $dir: node n$i exited; its log:" >&2
+                    tail -n 20 "$dir/n$i.log" >&2
+                    exit 1
+                fi
+            done
             echo "nats cluster up in $dir ($("$bin" --version))"
             exit 0
         fi

@@ -294,10 +294,15 @@ pub fn known_at_once(client: &Client, node: &EpisodicNode, key: &str) {
 /// Writes `body` through `node` until it is acknowledged, retrying what the cluster calls
 /// retryable (503, or no answer) with the same body; the final status.
 pub fn write_until_acked(client: &Client, node: &EpisodicNode, key: &str, body: &Value) -> u16 {
+    post_until_acked(client, &node.base, key, body)
+}
+
+/// [`write_until_acked`] through the node at `base`.
+fn post_until_acked(client: &Client, base: &str, key: &str, body: &Value) -> u16 {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let resp = client
-            .post(format!("{}/v1/events", node.base))
+            .post(format!("{base}/v1/events"))
             .bearer_auth(key)
             .json(body)
             .send();
@@ -309,6 +314,38 @@ pub fn write_until_acked(client: &Client, node: &EpisodicNode, key: &str, body: 
             }
         }
     }
+}
+
+/// `count` writer threads, writer `w` through `bases[w % bases.len()]`, each writing events
+/// `evt-<w>-<i>` (summary `summary(w, i)`) one after another until `stop`, each retried
+/// with its own id until acknowledged (a 201 is required), then pushed to `acked`.
+fn spawn_writers(
+    count: usize,
+    bases: &[String],
+    key: &str,
+    acked: &Arc<Mutex<Vec<String>>>,
+    stop: &Arc<AtomicBool>,
+    summary: fn(usize, usize) -> String,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..count)
+        .map(|w| {
+            let (acked, stop, key) = (Arc::clone(acked), Arc::clone(stop), key.to_string());
+            let base = bases[w % bases.len()].clone();
+            std::thread::spawn(move || {
+                let client = self::client();
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let id = format!("evt-{w}-{i}");
+                    let mut body = event("user:dana", &summary(w, i), "2026-06-11T09:00:00Z");
+                    body["eventId"] = json!(id);
+                    let status = post_until_acked(&client, &base, &key, &body);
+                    assert_eq!(status, 201, "write {id}");
+                    acked.lock().expect("acked").push(id);
+                    i += 1;
+                }
+            })
+        })
+        .collect()
 }
 
 /// Every event id `key`'s tenant has, read through `node` page by page.
@@ -599,39 +636,14 @@ fn killing_the_owner_mid_writes_loses_no_acknowledged_event() {
     assert!(!audit_before.is_empty());
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let (acked, stop, key) = (Arc::clone(&acked), Arc::clone(&stop), key.clone());
-            let base = n2.base.clone();
-            std::thread::spawn(move || {
-                let client = self::client();
-                let node = EpisodicNode {
-                    id: "n2".into(),
-                    base,
-                    port: 0,
-                    dir: PathBuf::new(),
-                    cluster: String::new(),
-                    nats: String::new(),
-                    ttl_ms: 0,
-                    child: None,
-                };
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let id = format!("evt-{w}-{i}");
-                    let mut body = event(
-                        "user:dana",
-                        &format!("Writer {w} noted renewal item {i}"),
-                        "2026-06-11T09:00:00Z",
-                    );
-                    body["eventId"] = json!(id);
-                    let status = write_until_acked(&client, &node, &key, &body);
-                    assert_eq!(status, 201, "write {id}");
-                    acked.lock().expect("acked").push(id);
-                    i += 1;
-                }
-            })
-        })
-        .collect();
+    let writers = spawn_writers(
+        4,
+        std::slice::from_ref(&n2.base),
+        &key,
+        &acked,
+        &stop,
+        |w, i| format!("Writer {w} noted renewal item {i}"),
+    );
     std::thread::sleep(Duration::from_secs(3));
     let before = acked.lock().expect("acked").len();
     n1.kill9();
@@ -985,53 +997,10 @@ fn a_killed_stream_leader_and_a_lagging_nats_server_lose_nothing() {
     // eventId until it is acknowledged.
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let (acked, stop, key) = (Arc::clone(&acked), Arc::clone(&stop), key.clone());
-            let base = if w % 2 == 0 {
-                n1.base.clone()
-            } else {
-                n2.base.clone()
-            };
-            std::thread::spawn(move || {
-                let client = self::client();
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let id = format!("evt-{w}-{i}");
-                    let mut body = event(
-                        "user:dana",
-                        &format!("Writer {w} logged shipment {i}"),
-                        "2026-06-11T09:00:00Z",
-                    );
-                    body["eventId"] = json!(id);
-                    let deadline = Instant::now() + Duration::from_secs(120);
-                    loop {
-                        let resp = client
-                            .post(format!("{base}/v1/events"))
-                            .bearer_auth(&key)
-                            .json(&body)
-                            .send();
-                        match resp {
-                            Ok(r) if r.status().as_u16() == 201 => break,
-                            Ok(r) if r.status().as_u16() != 503 => {
-                                panic!(
-                                    "write {id}: {} {}",
-                                    r.status(),
-                                    r.text().unwrap_or_default()
-                                )
-                            }
-                            _ => {
-                                assert!(Instant::now() < deadline, "{id} never acknowledged");
-                                std::thread::sleep(Duration::from_millis(200));
-                            }
-                        }
-                    }
-                    acked.lock().expect("acked").push(id);
-                    i += 1;
-                }
-            })
-        })
-        .collect();
+    let bases = [n1.base.clone(), n2.base.clone()];
+    let writers = spawn_writers(4, &bases, &key, &acked, &stop, |w, i| {
+        format!("Writer {w} logged shipment {i}")
+    });
     let count = || acked.lock().expect("acked").len();
     let wait_for_more = |more: usize, what: &str| {
         let target = count() + more;

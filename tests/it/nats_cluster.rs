@@ -48,10 +48,15 @@ fn server_binary() -> PathBuf {
     })
 }
 
-/// A base port such that the 9 ports the script derives from it are free now.
+/// A base port such that the 9 ports the script derives from it are free now, never one
+/// this process handed out before: two clusters started at once by parallel tests would
+/// otherwise both find the same ports free, and the second one's servers would fail to
+/// bind while its readiness check saw the first cluster's.
 fn free_base() -> u16 {
-    for attempt in 0..200u16 {
-        let base = 21_000 + (std::process::id() as u16 % 400) * 20 + attempt * 7;
+    static HANDED_OUT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    for _ in 0..200u16 {
+        let attempt = HANDED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let base = 21_000 + (std::process::id() as u16 % 400) * 20 + (attempt % 200) * 7;
         let ports = [1, 2, 3, 2001, 2002, 2003, 4001, 4002, 4003].map(|d| base + d);
         if ports
             .iter()
