@@ -174,6 +174,9 @@ pub struct WriteResponse {
     pub decision: Decision,
     /// The stored event (201 only).
     pub event: Option<StoredEvent>,
+    /// Present when the write omitted derivable fields: each field the server filled in or
+    /// changed (a privacy class raised to what the detectors found), its value and why.
+    pub derived: Option<Vec<crate::model::Derived>>,
 }
 
 /// `POST /v1/observe` answer.

@@ -24,7 +24,7 @@ use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
 use crate::serving::Engines;
-use crate::wire::{event_input, write_body, Problem};
+use crate::wire::{event_draft, write_body, Problem};
 
 /// `GET /healthz`: the process is up.
 #[utoipa::path(
@@ -99,7 +99,7 @@ fn refresh_param(params: &HashMap<String, String>) -> Result<bool, Problem> {
     path = "/v1/events",
     tag = "events",
     summary = "Write an event through validation and the write policy",
-    request_body = crate::model::EventInput,
+    request_body = crate::model::draft::EventWrite,
     params(("refresh" = Option<String>, Query, pattern = "^(wait_for|false)$", description = "`wait_for`: answer once the event is in the committed scope index")),
     responses(
         (status = 201, description = "allowed and durable", body = WriteResponse),
@@ -120,8 +120,8 @@ pub async fn write_event(
     let grant = principal.grant(roles::WRITER)?;
     let wait_for = refresh_param(&params)?;
     let engine = state.engine(&grant)?;
-    let input = event_input(&engine, &grant, &body)?;
-    let outcome = engine.write(&grant, input, wait_for).await?;
+    let draft = event_draft(&engine, &grant, &body)?;
+    let outcome = engine.write_draft(&grant, draft, wait_for).await?;
     Ok(write_response(outcome))
 }
 

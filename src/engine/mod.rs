@@ -22,6 +22,7 @@
 //! - the audit trail is read from its log file (through a sparse block index), never kept
 //!   whole in memory, so reads — each of which is audited — do not grow memory.
 
+mod draft;
 mod error;
 mod export;
 mod gauges;
@@ -254,7 +255,7 @@ impl Engine {
 
     /// Runs `make` on the CPU pool and embeds the text it returns there too; gives back what
     /// it set aside with the vector.
-    async fn embed_made<T: Send + 'static>(
+    pub(super) async fn embed_made<T: Send + 'static>(
         &self,
         make: impl FnOnce() -> (T, String) + Send + 'static,
     ) -> Result<(T, Vec<f32>), Error> {

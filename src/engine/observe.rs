@@ -70,7 +70,7 @@ impl Engine {
     }
 
     /// The cached observer for this engine's model, built on first use.
-    async fn observer(&self) -> Result<Arc<Observer>, Error> {
+    pub(super) async fn observer(&self) -> Result<Arc<Observer>, Error> {
         let embedder = self.embedder();
         if let Some(found) = Observer::cached(embedder.model_id()) {
             return Ok(found);

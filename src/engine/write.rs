@@ -29,6 +29,9 @@ pub struct WriteOutcome {
     pub decision: Decision,
     /// Whether this was an idempotent retry of an earlier write (answered with its result).
     pub retried: bool,
+    /// The fields the server filled in or changed, and why (writes of an
+    /// [`crate::model::EventDraft`]; empty otherwise).
+    pub derived: Vec<crate::model::Derived>,
 }
 
 fn hash_input(input: &EventInput) -> String {
@@ -163,6 +166,7 @@ impl Engine {
             event: view.present(&entry.event),
             decision: entry.decision.clone(),
             retried: true,
+            derived: Vec::new(),
         }))
     }
 
@@ -178,11 +182,13 @@ impl Engine {
                 event: *event,
                 decision,
                 retried: false,
+                derived: Vec::new(),
             }),
             PutReply::Retried(event, decision) => Ok(WriteOutcome {
                 event: self.view(&grant, &self.shared.table.read()).present(&event),
                 decision,
                 retried: true,
+                derived: Vec::new(),
             }),
             PutReply::NotFound(id) => Err(Error::NotFound(id)),
             PutReply::Conflict(c) => Err(c.into()),

@@ -13,9 +13,10 @@ use serde_json::{json, Map, Value};
 use super::McpState;
 use crate::auth::{roles, Principal};
 use crate::error::FieldError;
-use crate::model::{EventInput, Timestamp};
+use crate::model::draft::EventWrite;
+use crate::model::Timestamp;
 use crate::retrieve::{RecallRequest, TimelineQuery};
-use crate::wire::{event_input, observe_interaction, write_body, Problem};
+use crate::wire::{event_draft, observe_interaction, write_body, Problem};
 
 /// Every tool's name, in listing order.
 pub const TOOL_NAMES: [&str; 8] = [
@@ -114,16 +115,16 @@ pub async fn call(
         Tool::RecordEvent => {
             let grant = principal.grant(roles::WRITER)?;
             let engine = state.engine(&grant)?;
-            let input = event_input(&engine, &grant, args)?;
-            let outcome = engine.write(&grant, input, false).await?;
+            let draft = event_draft(&engine, &grant, args)?;
+            let outcome = engine.write_draft(&grant, draft, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
         Tool::CorrectEvent => {
             let grant = principal.grant(roles::WRITER)?;
             require_supersedes(args)?;
             let engine = state.engine(&grant)?;
-            let input = event_input(&engine, &grant, args)?;
-            let outcome = engine.write(&grant, input, false).await?;
+            let draft = event_draft(&engine, &grant, args)?;
+            let outcome = engine.write_draft(&grant, draft, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
         Tool::ObserveInteraction => {
@@ -269,19 +270,15 @@ fn object(v: Value) -> Map<String, Value> {
     }
 }
 
-/// The event body of `POST /v1/events`: the schema of [`EventInput`] (the one list of its
-/// fields) plus the body's optional `tenantId`, closed to other fields; `correction` makes
-/// `supersedesEventIds` required.
+/// The event body of `POST /v1/events`: the schema of [`EventWrite`] (only `summary`,
+/// `actorId`, `occurredAt` and `sourceRefs` required; the rest derived when omitted),
+/// closed to other fields; `correction` makes `supersedesEventIds` required.
 fn event_schema(correction: bool) -> Value {
-    let mut schema = closed(crate::model::schema::inline::<EventInput>());
+    let mut schema = closed(crate::model::schema::inline::<EventWrite>());
     let Value::Object(root) = &mut schema else {
         return schema;
     };
     if let Some(Value::Object(props)) = root.get_mut("properties") {
-        props.insert(
-            "tenantId".into(),
-            json!({"type": "string", "description": "Optional; must equal the key's tenant, which is always the one used."}),
-        );
         let note = |props: &mut Map<String, Value>, field: &str, text: &str| {
             if let Some(Value::Object(f)) = props.get_mut(field) {
                 f.insert("description".into(), Value::String(text.to_string()));
@@ -342,9 +339,15 @@ fn describe(tool: Tool) -> (&'static str, Value, ToolAnnotations) {
         .open_world(false);
     match tool {
         Tool::RecordEvent => (
-            "Record one episodic memory event (the body of POST /v1/events). Needs the writer role. \
-             The write policy decides: the answer's status is active, or pending_review when a \
-             reviewer must approve; a denied write fails with policy_denied.",
+            "Remember something that happened: call this when the user states a preference, a \
+             decision is made, a task reaches a milestone or something fails, so it can be \
+             recalled later as evidence. Give only summary (one self-contained sentence), \
+             actorId (who it is about), occurredAt (RFC 3339; see current_datetime) and \
+             sourceRefs (at least one id of where it came from, e.g. the message id); the \
+             server derives the event type, privacy class, confidence and retention and lists \
+             what it derived in `derived`. Needs the writer role. The answer's status is active, \
+             or pending_review when a reviewer must approve; a denied write fails with \
+             policy_denied and says why.",
             event_schema(false),
             write,
         ),

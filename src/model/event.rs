@@ -22,16 +22,22 @@ pub enum SourceTrust {
     OperatorEntered,
     /// From content the system does not trust (documents, web pages).
     UntrustedContent,
+    /// The writing agent's own inference: what a write that names no trust gets (unless its
+    /// key carries a default). Not one of the seed's five values: trusted less than what a
+    /// user said, more than untrusted content, and an agent's inference that corrects
+    /// memory waits for review.
+    AgentInferred,
 }
 
 impl SourceTrust {
     /// Every value, in declaration order.
-    pub const ALL: [SourceTrust; 5] = [
+    pub const ALL: [SourceTrust; 6] = [
         SourceTrust::UserProvided,
         SourceTrust::ToolResult,
         SourceTrust::ApprovedSource,
         SourceTrust::OperatorEntered,
         SourceTrust::UntrustedContent,
+        SourceTrust::AgentInferred,
     ];
 
     /// The wire string.
@@ -42,6 +48,7 @@ impl SourceTrust {
             SourceTrust::ApprovedSource => "approved_source",
             SourceTrust::OperatorEntered => "operator_entered",
             SourceTrust::UntrustedContent => "untrusted_content",
+            SourceTrust::AgentInferred => "agent_inferred",
         }
     }
 }

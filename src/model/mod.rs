@@ -3,6 +3,7 @@
 //! Invariants: no I/O and no async here; every wire name is the seed's camelCase;
 //! timestamps are UTC and render as RFC 3339 (`Z` suffix).
 
+pub mod draft;
 pub mod event;
 pub mod ident;
 pub mod request;
@@ -11,6 +12,7 @@ pub mod time;
 pub mod validate;
 pub mod warnings;
 
+pub use draft::{Derived, EventDraft, Facts};
 pub use event::{
     Audience, Confidence, Decision, EventInput, EventStatus, PrivacyClass, Retention, SourceTrust,
     StoredEvent,

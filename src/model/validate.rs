@@ -9,6 +9,7 @@
 
 use serde_json::{Map, Value};
 
+use super::draft::EventDraft;
 use super::event::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust};
 use super::time::Timestamp;
 use crate::error::{FieldError, Invalid};
@@ -133,6 +134,27 @@ impl<'a> Reader<'a> {
         self.check_id(key, &s, max)
     }
 
+    /// `Some(None)` when absent or null; `None` when invalid.
+    fn opt_enum<T: Copy>(
+        &mut self,
+        key: &str,
+        all: &[T],
+        name: fn(T) -> &'static str,
+    ) -> Option<Option<T>> {
+        if self.obj.get(key).is_none_or(Value::is_null) {
+            return Some(None);
+        }
+        self.req_enum(key, all, name).map(Some)
+    }
+
+    /// `Some(None)` when absent or null; `None` when invalid.
+    fn opt_str_list(&mut self, key: &str) -> Option<Option<Vec<String>>> {
+        if self.obj.get(key).is_none_or(Value::is_null) {
+            return Some(None);
+        }
+        self.str_list(key, true).map(Some)
+    }
+
     fn req_enum<T: Copy>(
         &mut self,
         key: &str,
@@ -214,12 +236,114 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Validates a write body. `now` bounds `occurredAt` and `retention.expiresAt`.
+/// Validates a complete write body (every field of the seed's record present): offline
+/// import and callers that build full records. `now` bounds `occurredAt` and
+/// `retention.expiresAt`.
 pub fn validate_event(
     body: &Value,
     limits: &Limits,
     now: Timestamp,
 ) -> Result<EventInput, Vec<FieldError>> {
+    let absent = |key: &str| body.get(key).is_none_or(Value::is_null);
+    let missing: Vec<FieldError> = [
+        "eventType",
+        "resourceRefs",
+        "sourceTrust",
+        "confidence",
+        "privacyClass",
+        "retention",
+    ]
+    .into_iter()
+    .filter(|field| body.is_object() && absent(field))
+    .map(|field| FieldError::new(field, "is required"))
+    .collect();
+    let draft = match validate_draft(body, limits, now) {
+        Ok(draft) if missing.is_empty() => draft,
+        Ok(_) => return Err(missing),
+        Err(mut errors) => {
+            errors.extend(missing);
+            sort_like_body(&mut errors);
+            return Err(errors);
+        }
+    };
+    let EventDraft {
+        event_id,
+        event_type,
+        occurred_at,
+        actor_id,
+        project_id,
+        resource_refs,
+        summary,
+        source_refs,
+        source_trust,
+        confidence,
+        privacy_class,
+        retention,
+        supersedes_event_ids,
+        correction_path,
+    } = draft;
+    Ok(EventInput {
+        event_id,
+        event_type: event_type.unwrap_or_default(),
+        occurred_at,
+        actor_id,
+        project_id,
+        resource_refs: resource_refs.unwrap_or_default(),
+        summary,
+        source_refs,
+        source_trust: source_trust.unwrap_or(SourceTrust::AgentInferred),
+        confidence: confidence.unwrap_or(Confidence::Medium),
+        privacy_class: privacy_class.unwrap_or(PrivacyClass::Internal),
+        retention: retention.unwrap_or(Retention {
+            expires_at: None,
+            delete_on_request: true,
+        }),
+        supersedes_event_ids: supersedes_event_ids.unwrap_or_default(),
+        correction_path,
+    })
+}
+
+/// The order [`read_fields`] reads a body's fields in (its errors come in this order, after
+/// those of unknown and server-owned fields).
+const READ_ORDER: [&str; 15] = [
+    "eventId",
+    "eventType",
+    "occurredAt",
+    "tenantId",
+    "actorId",
+    "projectId",
+    "resourceRefs",
+    "summary",
+    "sourceRefs",
+    "sourceTrust",
+    "confidence",
+    "privacyClass",
+    "retention",
+    "supersedesEventIds",
+    "correctionPath",
+];
+
+/// Orders field errors as a reader reports them (a stable sort: one field's errors keep
+/// their order).
+fn sort_like_body(errors: &mut [FieldError]) {
+    let position = |field: &str| {
+        let top = field.split(['.', '[']).next().unwrap_or(field);
+        READ_ORDER
+            .iter()
+            .position(|k| *k == top)
+            .map_or(0, |p| p + 1)
+    };
+    errors.sort_by_key(|e| position(&e.field));
+}
+
+/// Validates a write body whose derivable fields may be omitted ([`EventDraft`]): only
+/// `summary`, `actorId`, `occurredAt` and `sourceRefs` are required. `now` bounds
+/// `occurredAt` and `retention.expiresAt`.
+pub fn validate_draft(
+    body: &Value,
+    limits: &Limits,
+    now: Timestamp,
+) -> Result<EventDraft, Vec<FieldError>> {
     let Value::Object(obj) = body else {
         return Err(vec![FieldError::new("", "body must be a JSON object")]);
     };
@@ -235,14 +359,14 @@ pub fn validate_event(
             r.fail(key, "is set by the server");
         }
     }
-    let input = read_fields(&mut r, limits, now);
-    match (input, r.errors.is_empty()) {
-        (Some(input), true) => Ok(input),
+    let draft = read_fields(&mut r, limits, now);
+    match (draft, r.errors.is_empty()) {
+        (Some(draft), true) => Ok(draft),
         _ => Err(r.errors),
     }
 }
 
-fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<EventInput> {
+fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<EventDraft> {
     let event_id = read_event_id(r, limits);
     let event_type = read_event_type(r, limits);
     let occurred_at = read_occurred_at(r, limits, now);
@@ -251,16 +375,16 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
     let project_id = r
         .opt_str("projectId")
         .and_then(|p| r.check_id("projectId", &p, limits.max_ref_bytes));
-    let resource_refs = r.str_list("resourceRefs", true);
+    let resource_refs = r.opt_str_list("resourceRefs");
     let summary = r.req_text("summary", limits.max_summary_bytes);
     let source_refs = read_source_refs(r);
-    let source_trust = r.req_enum("sourceTrust", &SourceTrust::ALL, SourceTrust::as_str);
-    let confidence = r.req_enum("confidence", &Confidence::ALL, Confidence::as_str);
-    let privacy_class = r.req_enum("privacyClass", &PrivacyClass::ALL, PrivacyClass::as_str);
+    let source_trust = r.opt_enum("sourceTrust", &SourceTrust::ALL, SourceTrust::as_str);
+    let confidence = r.opt_enum("confidence", &Confidence::ALL, Confidence::as_str);
+    let privacy_class = r.opt_enum("privacyClass", &PrivacyClass::ALL, PrivacyClass::as_str);
     let retention = read_retention(r, now);
-    let supersedes_event_ids = r.str_list("supersedesEventIds", false);
+    let supersedes_event_ids = r.opt_str_list("supersedesEventIds");
     let correction_path = r.opt_str("correctionPath");
-    Some(EventInput {
+    Some(EventDraft {
         event_id: event_id?,
         event_type: event_type?,
         occurred_at: occurred_at?,
@@ -305,14 +429,17 @@ fn read_tenant_id(r: &mut Reader<'_>, limits: &Limits) {
     }
 }
 
-fn read_event_type(r: &mut Reader<'_>, limits: &Limits) -> Option<String> {
-    let t = r.req_str("eventType")?;
+/// `Some(None)` when absent (derived); `None` when invalid.
+fn read_event_type(r: &mut Reader<'_>, limits: &Limits) -> Option<Option<String>> {
+    let Some(t) = r.opt_str("eventType") else {
+        return Some(None);
+    };
     match event_type_error(&t, limits) {
         Some(message) => {
             r.fail("eventType", message);
             None
         }
-        None => Some(t),
+        None => Some(Some(t)),
     }
 }
 
@@ -373,10 +500,10 @@ fn read_source_refs(r: &mut Reader<'_>) -> Option<Vec<String>> {
     Some(refs)
 }
 
-fn read_retention(r: &mut Reader<'_>, now: Timestamp) -> Option<Retention> {
+/// `Some(None)` when absent (derived); `None` when invalid.
+fn read_retention(r: &mut Reader<'_>, now: Timestamp) -> Option<Option<Retention>> {
     let Some(value) = r.obj.get("retention").filter(|v| !v.is_null()) else {
-        r.fail("retention", "is required");
-        return None;
+        return Some(None);
     };
     let Value::Object(obj) = value else {
         r.fail("retention", "must be an object");
@@ -390,7 +517,7 @@ fn read_retention(r: &mut Reader<'_>, now: Timestamp) -> Option<Retention> {
     };
     let retention = read_retention_fields(&mut inner, now);
     r.errors.append(&mut inner.errors);
-    retention
+    retention.map(Some)
 }
 
 fn read_retention_fields(r: &mut Reader<'_>, now: Timestamp) -> Option<Retention> {
@@ -408,10 +535,7 @@ fn read_retention_fields(r: &mut Reader<'_>, now: Timestamp) -> Option<Retention
     };
     let delete_on_request = match r.obj.get("deleteOnRequest") {
         Some(Value::Bool(b)) => Some(*b),
-        None | Some(Value::Null) => {
-            r.fail("deleteOnRequest", "is required");
-            None
-        }
+        None | Some(Value::Null) => Some(true),
         Some(_) => {
             r.fail("deleteOnRequest", "must be a boolean");
             None

@@ -42,6 +42,8 @@ pub mod extra_reasons {
     pub const EVENT_TYPE_REQUIRES_REVIEW: &str = "event_type_requires_review";
     /// The event holds a credential (the reason is `contains_credential:<kind>`).
     pub const CONTAINS_CREDENTIAL: &str = "contains_credential";
+    /// An agent's own inference would supersede stored events.
+    pub const AGENT_INFERENCE_CORRECTS: &str = "agent_inference_corrects_memory";
 }
 
 /// Denies an event type, optionally only for one tenant or project.
@@ -216,6 +218,11 @@ impl WritePolicy {
     }
 
     fn review_reason(&self, event: &EventInput) -> Option<&'static str> {
+        if event.source_trust == SourceTrust::AgentInferred
+            && !event.supersedes_event_ids.is_empty()
+        {
+            return Some(extra_reasons::AGENT_INFERENCE_CORRECTS);
+        }
         if self.review_privacy_classes.contains(&event.privacy_class) {
             return Some(extra_reasons::PRIVACY_CLASS_REQUIRES_REVIEW);
         }
@@ -387,5 +394,29 @@ mod tests {
         let mut e = input();
         e.summary = "Customer 881 could not log in after the password reset e-mail expired.".into();
         assert!(matches!(p.decide_now(&e), Decision::Allow { .. }));
+    }
+
+    #[test]
+    fn an_agent_inference_that_corrects_memory_waits_for_review() {
+        let policy = WritePolicy::default();
+        let now = Timestamp::parse("2026-07-01T00:00:00Z").expect("now");
+        let mut e = input();
+        e.source_trust = SourceTrust::AgentInferred;
+        assert!(matches!(
+            policy.decide(&e, "t", now),
+            Decision::Allow { .. }
+        ));
+        e.supersedes_event_ids = vec!["e1".into()];
+        match policy.decide(&e, "t", now) {
+            Decision::Review { reason, .. } => {
+                assert_eq!(reason, extra_reasons::AGENT_INFERENCE_CORRECTS)
+            }
+            other => panic!("expected review, got {other:?}"),
+        }
+        e.source_trust = SourceTrust::UserProvided;
+        assert!(matches!(
+            policy.decide(&e, "t", now),
+            Decision::Allow { .. }
+        ));
     }
 }

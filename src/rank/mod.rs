@@ -51,7 +51,7 @@ pub struct RankConfig {
     /// Recency halves every this many days of age (by `occurredAt`).
     pub half_life_days: f64,
     /// Trust value per source, indexed like [`SourceTrust::ALL`].
-    pub trust_values: [f32; 5],
+    pub trust_values: [f32; 6],
     /// Value per confidence, indexed like [`Confidence::ALL`].
     pub confidence_values: [f32; 3],
     /// Share of the match that comes from BM25 (0: cosine only, 1: BM25 only), for queries
@@ -86,7 +86,7 @@ impl Default for RankConfig {
                 confidence: 0.10,
             },
             half_life_days: 180.0,
-            trust_values: [0.7, 0.8, 0.9, 1.0, 0.3],
+            trust_values: [0.7, 0.8, 0.9, 1.0, 0.3, 0.5],
             confidence_values: [0.4, 0.7, 1.0],
             lexical_share: 0.1,
             short_lexical_share: 0.35,

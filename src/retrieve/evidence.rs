@@ -51,7 +51,8 @@ fn trust_label(t: SourceTrust) -> String {
         SourceTrust::UserProvided
         | SourceTrust::ToolResult
         | SourceTrust::ApprovedSource
-        | SourceTrust::OperatorEntered => t.as_str().to_string(),
+        | SourceTrust::OperatorEntered
+        | SourceTrust::AgentInferred => t.as_str().to_string(),
     }
 }
 

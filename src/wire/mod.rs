@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use crate::auth::TenantGrant;
 use crate::engine::{Engine, WriteOutcome};
 use crate::error::{ErrorCode, Invalid};
-use crate::model::validate::validate_event;
-use crate::model::{Decision, EventInput, Timestamp};
+use crate::model::validate::{validate_draft, validate_event};
+use crate::model::{Decision, EventDraft, EventInput, Timestamp};
 use crate::observe::parse_interaction;
 
 mod problem;
@@ -21,17 +21,35 @@ mod problem;
 pub use problem::{problem_body, Problem};
 
 /// A write body parsed into the engine's typed input: validated (every field error at
-/// once, under the engine's limits), then its optional `tenantId` checked against the key's
-/// tenant (403 `tenant_mismatch`; the stored tenant always comes from the key).
+/// once, under the engine's limits; derivable fields may be omitted), then its optional
+/// `tenantId` checked against the key's tenant (403 `tenant_mismatch`; the stored tenant
+/// always comes from the key). The HTTP and MCP writes.
+pub fn event_draft(
+    engine: &Engine,
+    grant: &TenantGrant,
+    body: &Value,
+) -> Result<EventDraft, Problem> {
+    let draft = validate_draft(body, &engine.config().limits, Timestamp::now()).map_err(Invalid)?;
+    check_tenant(grant, body)?;
+    Ok(draft)
+}
+
+/// Like [`event_draft`] for a body that must be a complete record (every field of the
+/// seed's event present): in-process loaders that bring their own vectors.
 pub fn event_input(
     engine: &Engine,
     grant: &TenantGrant,
     body: &Value,
 ) -> Result<EventInput, Problem> {
     let input = validate_event(body, &engine.config().limits, Timestamp::now()).map_err(Invalid)?;
+    check_tenant(grant, body)?;
+    Ok(input)
+}
+
+fn check_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
     match body.get("tenantId") {
-        None | Some(Value::Null) => Ok(input),
-        Some(Value::String(t)) if t == grant.tenant() => Ok(input),
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(t)) if t == grant.tenant() => Ok(()),
         Some(_) => Err(Problem::new(
             ErrorCode::TenantMismatch,
             "tenantId in the body differs from the key's tenant",
@@ -41,11 +59,16 @@ pub fn event_input(
 
 /// The status and body `POST /v1/events` returns for an accepted write (shared with
 /// `POST /v1/observe`, whose `result` is exactly this body, and with the MCP write tools).
+/// A write that omitted derivable fields also gets `derived`: each field the server filled
+/// in or changed, its value and why.
 pub fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
     let WriteOutcome {
-        event, decision, ..
+        event,
+        decision,
+        derived,
+        ..
     } = outcome;
-    match decision {
+    let (status, mut body) = match decision {
         Decision::Review { .. } => (
             StatusCode::ACCEPTED,
             json!({"eventId": event.event_id, "status": event.status, "decision": decision}),
@@ -54,7 +77,11 @@ pub fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
             StatusCode::CREATED,
             json!({"eventId": event.event_id, "status": event.status, "decision": decision, "event": event}),
         ),
+    };
+    if !derived.is_empty() {
+        body["derived"] = json!(derived);
     }
+    (status, body)
 }
 
 /// The body of `POST /v1/observe` for a caller already granted `writer` (shared with the

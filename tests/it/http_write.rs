@@ -218,7 +218,7 @@ async fn every_validation_rule_is_reported_at_once() {
             "privacyClass",
         ),
         (
-            with(base.clone(), "retention", json!({})),
+            with(base.clone(), "retention", json!({"deleteOnRequest": "yes"})),
             "retention.deleteOnRequest",
         ),
         (with(base.clone(), "mood", json!("happy")), "mood"),

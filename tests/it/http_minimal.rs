@@ -1,0 +1,186 @@
+//! Minimal writes: only `summary`, `actorId`, `occurredAt` and `sourceRefs`, the rest derived
+//! by the server (with the real model's classifier and the privacy detectors) and reported in
+//! `derived`, over HTTP and over MCP.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::common::App;
+use crate::mcp::{call, connect};
+
+const T: &str = "2026-06-17T09:20:00Z";
+
+fn minimal(summary: &str) -> Value {
+    json!({"summary": summary, "actorId": "user:dana", "occurredAt": T, "sourceRefs": ["chat-17"]})
+}
+
+fn derived<'a>(body: &'a Value, field: &str) -> &'a Value {
+    body["derived"]
+        .as_array()
+        .expect("derived")
+        .iter()
+        .find(|d| d["field"] == field)
+        .unwrap_or_else(|| panic!("{field} not in {}", body["derived"]))
+}
+
+#[tokio::test]
+async fn a_write_with_only_what_the_caller_knows_is_stored_with_its_derivations() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let (status, body) = app
+        .write(
+            &key,
+            minimal("Dana prefers renewal notices by email instead of post"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let ev = &body["event"];
+    assert_eq!(ev["eventType"], "user_preference_stated", "{body}");
+    assert_eq!(ev["sourceTrust"], "agent_inferred");
+    assert_eq!(ev["confidence"], "medium");
+    assert_eq!(ev["privacyClass"], "internal");
+    assert_eq!(ev["retention"], json!({"deleteOnRequest": true}));
+    assert_eq!(ev["resourceRefs"], json!([]));
+    for field in [
+        "eventType",
+        "sourceTrust",
+        "confidence",
+        "privacyClass",
+        "retention",
+        "resourceRefs",
+    ] {
+        let d = derived(&body, field);
+        assert!(!d["reason"].as_str().expect("reason").is_empty());
+    }
+    assert!(derived(&body, "eventType")["reason"]
+        .as_str()
+        .expect("reason")
+        .starts_with("classified from the summary"));
+
+    // A complete write derives nothing and says nothing of it.
+    let mut full = minimal("Dana renewed the annual plan");
+    for (k, v) in [
+        ("eventType", json!("task_milestone")),
+        ("resourceRefs", json!(["plan"])),
+        ("sourceTrust", json!("user_provided")),
+        ("confidence", json!("high")),
+        ("privacyClass", json!("internal")),
+        ("retention", json!({"deleteOnRequest": true})),
+    ] {
+        full[k] = v;
+    }
+    let (status, body) = app.write(&key, full).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert!(body.get("derived").is_none(), "{body}");
+
+    // What only the caller knows is still required, each named.
+    let (status, body) = app.write(&key, json!({"summary": "x"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let mut fields: Vec<&str> = body["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| e["field"].as_str().expect("field"))
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(fields, vec!["actorId", "occurredAt", "sourceRefs"]);
+}
+
+#[tokio::test]
+async fn the_detectors_raise_a_class_and_a_server_classed_sensitive_event_expires() {
+    let app = App::new();
+    let key = app.key_full("acme").await;
+    let mut body = minimal("Dana's new contact address is dana.lee@example.com");
+    body["privacyClass"] = json!("public");
+    let (status, answer) = app.write(&key, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["event"]["privacyClass"], "private");
+    let raised = derived(&answer, "privacyClass");
+    assert!(raised["reason"]
+        .as_str()
+        .expect("reason")
+        .contains("raised from public"));
+
+    let (status, answer) = app
+        .write(
+            &key,
+            minimal("Dana was diagnosed with diabetes and starts insulin treatment"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["event"]["privacyClass"], "sensitive");
+    assert!(
+        answer["event"]["retention"]["expiresAt"].is_string(),
+        "{answer}"
+    );
+
+    // Stated sensitive without an expiry, by the caller: the seed's rule still denies it.
+    let mut body = minimal("Dana shared her insurance claim number");
+    body["privacyClass"] = json!("sensitive");
+    let (status, answer) = app.write(&key, body).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert_eq!(answer["code"], "policy_denied");
+}
+
+#[tokio::test]
+async fn an_agent_inference_that_corrects_memory_waits_for_review() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let first = app
+        .write_ok(&key, {
+            let mut b = minimal("Dana prefers post for renewal notices");
+            b["sourceTrust"] = json!("user_provided");
+            b
+        })
+        .await;
+    let mut correction = minimal("Dana now prefers email for renewal notices");
+    correction["supersedesEventIds"] = json!([first]);
+    let (status, body) = app.write(&key, correction).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        body["decision"]["reason"],
+        "agent_inference_corrects_memory"
+    );
+}
+
+#[tokio::test]
+async fn an_mcp_record_event_call_with_only_the_minimal_arguments_succeeds() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let router = app.router.clone();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let client = connect(&format!("http://{addr}/mcp"), &key)
+        .await
+        .expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools");
+    let record = tools
+        .iter()
+        .find(|t| t.name == "record_event")
+        .expect("record_event");
+    let schema = serde_json::to_value(&*record.input_schema).expect("schema");
+    let mut required: Vec<&str> = schema["required"]
+        .as_array()
+        .expect("required")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    required.sort_unstable();
+    assert_eq!(
+        required,
+        vec!["actorId", "occurredAt", "sourceRefs", "summary"]
+    );
+    let result = call(
+        &client,
+        "record_event",
+        minimal("Dana asked for the weekly digest on Mondays"),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let body = result.structured_content.expect("structured");
+    assert_eq!(body["status"], "active");
+    assert!(body["derived"].as_array().is_some_and(|d| !d.is_empty()));
+}
