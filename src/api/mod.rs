@@ -88,6 +88,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::healthz))
         .routes(routes!(routes::readyz))
         .routes(routes!(routes::write_event))
+        .routes(routes!(routes::correct_event))
         .routes(routes!(observe::observe))
         .routes(routes!(routes::get_event, lifecycle::delete_event))
         .routes(routes!(lifecycle::history))

@@ -24,7 +24,7 @@ use crate::model::ident::{self, MAX_ID_BYTES};
 use crate::model::PrivacyClass;
 use crate::retrieve::{RecallRequest, TimelineQuery};
 use crate::serving::Engines;
-use crate::wire::{event_draft, write_body, Problem};
+use crate::wire::{correction_draft, event_draft, write_body, Problem};
 
 /// `GET /healthz`: the process is up.
 #[utoipa::path(
@@ -121,6 +121,49 @@ pub async fn write_event(
     let wait_for = refresh_param(&params)?;
     let engine = state.engine(&grant)?;
     let draft = event_draft(&engine, &grant, &body)?;
+    let outcome = engine.write_draft(&grant, draft, wait_for).await?;
+    Ok(write_response(outcome))
+}
+
+/// `POST /v1/events/{eventId}/correct`.
+#[utoipa::path(
+    post,
+    path = "/v1/events/{eventId}/correct",
+    tag = "events",
+    operation_id = "correct_event",
+    summary = "Correct an event with only the fields that change",
+    description = "The body names only what changes (any write field but `supersedesEventIds`; \
+                   optionally the new event's `eventId`); every other field is carried over from \
+                   the event corrected, except `sourceTrust`, which follows the write's rule \
+                   (`agent_inferred` when omitted). The result is a new event that supersedes \
+                   the one in the path.",
+    params(
+        ("eventId" = String, Path, description = "The event to correct"),
+        ("refresh" = Option<String>, Query, pattern = "^(wait_for|false)$", description = "`wait_for`: answer once the event is in the committed scope index")
+    ),
+    request_body(content = Object, example = json!({"summary": "Dana now wants renewal notices by text message", "sourceTrust": "user_provided"})),
+    responses(
+        (status = 201, description = "the correction is active; the event corrected is superseded", body = WriteResponse),
+        (status = 202, description = "the correction is held for review", body = WriteResponse),
+        (status = 404, description = "no such event in the key's tenant and grant", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "the event is already superseded, or the id is taken", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "validation failed (nothing changes, or an invalid field) or denied by policy", body = ProblemDoc, content_type = "application/problem+json"),
+        AuthErrors,
+        BodyErrors,
+        Unavailable
+    )
+)]
+pub async fn correct_event(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Path(event_id): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, Problem> {
+    let grant = principal.grant(roles::WRITER)?;
+    let wait_for = refresh_param(&params)?;
+    let engine = state.engine(&grant)?;
+    let draft = correction_draft(&engine, &grant, &event_id, &body)?;
     let outcome = engine.write_draft(&grant, draft, wait_for).await?;
     Ok(write_response(outcome))
 }

@@ -16,7 +16,7 @@ use crate::error::FieldError;
 use crate::model::draft::EventWrite;
 use crate::model::Timestamp;
 use crate::retrieve::{RecallRequest, TimelineQuery};
-use crate::wire::{event_draft, observe_interaction, write_body, Problem};
+use crate::wire::{correction_draft, event_draft, observe_interaction, write_body, Problem};
 
 /// Every tool's name, in listing order.
 pub const TOOL_NAMES: [&str; 8] = [
@@ -121,9 +121,28 @@ pub async fn call(
         }
         Tool::CorrectEvent => {
             let grant = principal.grant(roles::WRITER)?;
-            require_supersedes(args)?;
             let engine = state.engine(&grant)?;
-            let draft = event_draft(&engine, &grant, args)?;
+            let draft = match args.get("correctsEventId") {
+                // Only what changes; the rest carried over from the event corrected.
+                Some(Value::String(target)) => {
+                    let mut changes = args.clone();
+                    if let Value::Object(m) = &mut changes {
+                        m.remove("correctsEventId");
+                    }
+                    correction_draft(&engine, &grant, target, &changes)?
+                }
+                Some(_) => {
+                    return Err(Problem::validation(vec![FieldError::new(
+                        "correctsEventId",
+                        "must be the id of the event to correct",
+                    )]))
+                }
+                // A whole record naming what it supersedes.
+                None => {
+                    require_supersedes(args)?;
+                    event_draft(&engine, &grant, args)?
+                }
+            };
             let outcome = engine.write_draft(&grant, draft, false).await?;
             Ok(Output::json(write_body(outcome).1))
         }
@@ -175,13 +194,15 @@ pub async fn call(
     }
 }
 
-/// A correction names what it corrects; everything else is the ordinary write's validation.
+/// A whole-record correction names what it corrects; everything else is the ordinary
+/// write's validation.
 fn require_supersedes(args: &Value) -> Result<(), Problem> {
     match args.get("supersedesEventIds") {
         Some(Value::Array(ids)) if !ids.is_empty() => Ok(()),
         _ => Err(Problem::validation(vec![FieldError::new(
-            "supersedesEventIds",
-            "is required: the ids of the events this corrects",
+            "correctsEventId",
+            "is required: the id of the event to correct (give only the fields that change), \
+             or supersedesEventIds with a whole record",
         )])),
     }
 }
@@ -304,9 +325,21 @@ fn event_schema(correction: bool) -> Value {
         }
     }
     if correction {
-        if let Some(Value::Array(required)) = root.get_mut("required") {
-            required.push(json!("supersedesEventIds"));
+        if let Some(Value::Object(props)) = root.get_mut("properties") {
+            props.insert(
+                "correctsEventId".into(),
+                json!({"type": "string", "description": "The id of the event to correct; give only the fields that change."}),
+            );
         }
+        // Either the event to correct and what changes, or a whole record naming what it
+        // supersedes.
+        let whole = root.remove("required").unwrap_or_else(|| json!([]));
+        let mut whole = whole.as_array().cloned().unwrap_or_default();
+        whole.push(json!("supersedesEventIds"));
+        root.insert(
+            "anyOf".into(),
+            json!([{"required": ["correctsEventId"]}, {"required": whole}]),
+        );
     }
     schema
 }
@@ -394,10 +427,15 @@ fn describe(tool: Tool) -> (&'static str, Value, ToolAnnotations) {
             read,
         ),
         Tool::CorrectEvent => (
-            "Record a correction: a new event that supersedes earlier ones (POST /v1/events with \
-             supersedesEventIds). Needs the writer role. The corrected events stay in history as \
-             superseded and drop out of recall and the timeline; correcting an already corrected \
-             event is a conflict.",
+            "Correct something remembered that turned out wrong or changed: give correctsEventId \
+             (the event to correct, e.g. from recall) and only the fields that change, usually \
+             summary; everything else is carried over (POST /v1/events/{eventId}/correct). The \
+             result is a new event that supersedes it: the old one stays in history as \
+             superseded and drops out of recall and the timeline. Needs the writer role. Without \
+             sourceTrust the correction counts as your own inference and waits for a reviewer \
+             (status pending_review); say user_provided when the user stated it. Correcting an \
+             already corrected event is a conflict. (A whole record with supersedesEventIds is \
+             accepted too.)",
             event_schema(true),
             write,
         ),

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::auth::TenantGrant;
 use crate::engine::{Engine, WriteOutcome};
-use crate::error::{ErrorCode, Invalid};
+use crate::error::{ErrorCode, FieldError, Invalid};
 use crate::model::validate::{validate_draft, validate_event};
 use crate::model::{Decision, EventDraft, EventInput, Timestamp};
 use crate::observe::parse_interaction;
@@ -44,6 +44,70 @@ pub fn event_input(
     let input = validate_event(body, &engine.config().limits, Timestamp::now()).map_err(Invalid)?;
     check_tenant(grant, body)?;
     Ok(input)
+}
+
+/// The fields a partial correction carries over from the event it corrects when the body
+/// omits them. `sourceTrust` is not among them: a correction is a new assertion by its
+/// writer, so an omitted trust follows the ordinary rule (`agent_inferred`) rather than
+/// borrowing the corrected event's.
+const CARRIED_OVER: [&str; 10] = [
+    "eventType",
+    "occurredAt",
+    "actorId",
+    "projectId",
+    "resourceRefs",
+    "summary",
+    "sourceRefs",
+    "confidence",
+    "privacyClass",
+    "retention",
+];
+
+/// A partial correction of `target` (`POST /v1/events/{id}/correct`, the MCP
+/// `correct_event` tool): `body` holds only the fields that change (and optionally the new
+/// event's `eventId` and a `correctionPath`); the rest is carried over from `target` as the
+/// grant sees it (404 if it does not), and the result supersedes it. Validated exactly as a
+/// write, with the merged record's field names.
+pub fn correction_draft(
+    engine: &Engine,
+    grant: &TenantGrant,
+    target: &str,
+    body: &Value,
+) -> Result<EventDraft, Problem> {
+    let Value::Object(changes) = body else {
+        return Err(Invalid(vec![FieldError::new("", "body must be a JSON object")]).into());
+    };
+    if changes.contains_key("supersedesEventIds") {
+        return Err(Invalid(vec![FieldError::new(
+            "supersedesEventIds",
+            "is implied: a correction supersedes the event it is posted to",
+        )])
+        .into());
+    }
+    let changed: Vec<&String> = changes
+        .keys()
+        .filter(|k| !["eventId", "correctionPath", "tenantId"].contains(&k.as_str()))
+        .collect();
+    if changed.is_empty() {
+        return Err(Invalid(vec![FieldError::new(
+            "",
+            "name at least one field that changes (e.g. summary); the rest is carried over",
+        )])
+        .into());
+    }
+    let current = engine.get(grant, target)?;
+    let mut merged = match serde_json::to_value(&current) {
+        Ok(Value::Object(fields)) => fields
+            .into_iter()
+            .filter(|(k, _)| CARRIED_OVER.contains(&k.as_str()))
+            .collect::<serde_json::Map<String, Value>>(),
+        _ => serde_json::Map::new(),
+    };
+    for (k, v) in changes {
+        merged.insert(k.clone(), v.clone());
+    }
+    merged.insert("supersedesEventIds".into(), json!([current.event_id]));
+    event_draft(engine, grant, &Value::Object(merged))
 }
 
 fn check_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {

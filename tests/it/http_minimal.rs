@@ -184,3 +184,139 @@ async fn an_mcp_record_event_call_with_only_the_minimal_arguments_succeeds() {
     assert_eq!(body["status"], "active");
     assert!(body["derived"].as_array().is_some_and(|d| !d.is_empty()));
 }
+
+#[tokio::test]
+async fn a_partial_correction_carries_over_what_it_does_not_change() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let mut first = minimal("Dana prefers renewal notices by post");
+    first["sourceTrust"] = json!("user_provided");
+    first["resourceRefs"] = json!(["renewal-notices"]);
+    first["projectId"] = json!("billing");
+    let old = app.write_ok(&key, first).await;
+    let (status, body) = app
+        .call(
+            "POST",
+            &format!("/v1/events/{old}/correct"),
+            Some(&key),
+            Some(json!({"summary": "Dana now prefers renewal notices by email", "sourceTrust": "user_provided"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let new = &body["event"];
+    assert_eq!(new["summary"], "Dana now prefers renewal notices by email");
+    for field in [
+        "actorId",
+        "occurredAt",
+        "sourceRefs",
+        "resourceRefs",
+        "projectId",
+        "eventType",
+        "privacyClass",
+    ] {
+        assert!(!new[field].is_null(), "{field} carried over: {body}");
+    }
+    assert_eq!(new["resourceRefs"], json!(["renewal-notices"]));
+    assert_eq!(new["projectId"], "billing");
+    assert_eq!(new["supersedesEventIds"], json!([old]));
+    let (_, got) = app
+        .call("GET", &format!("/v1/events/{old}"), Some(&key), None)
+        .await;
+    assert_eq!(got["status"], "superseded", "{got}");
+
+    // Without a trust of its own, a correction is the agent's inference: it waits.
+    let newer = new["eventId"].as_str().expect("id").to_string();
+    let (status, body) = app
+        .call(
+            "POST",
+            &format!("/v1/events/{newer}/correct"),
+            Some(&key),
+            Some(json!({"summary": "Dana probably wants text messages"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+
+    // Nothing to change, an implied field, an unknown event: each named.
+    for (target, change, field) in [
+        (newer.as_str(), json!({}), ""),
+        (
+            newer.as_str(),
+            json!({"supersedesEventIds": ["x"]}),
+            "supersedesEventIds",
+        ),
+        (
+            newer.as_str(),
+            json!({"confidence": "certain"}),
+            "confidence",
+        ),
+    ] {
+        let (status, body) = app
+            .call(
+                "POST",
+                &format!("/v1/events/{target}/correct"),
+                Some(&key),
+                Some(change),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["errors"][0]["field"], field, "{body}");
+    }
+    let (status, _) = app
+        .call(
+            "POST",
+            "/v1/events/nope/correct",
+            Some(&key),
+            Some(json!({"summary": "x"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let other = app.key("other").await;
+    let (status, _) = app
+        .call(
+            "POST",
+            &format!("/v1/events/{newer}/correct"),
+            Some(&other),
+            Some(json!({"summary": "x"})),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another tenant's event is absent"
+    );
+}
+
+#[tokio::test]
+async fn an_mcp_correction_names_its_target_and_only_what_changes() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let mut first = minimal("Dana prefers renewal notices by post");
+    first["sourceTrust"] = json!("user_provided");
+    let old = app.write_ok(&key, first).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let router = app.router.clone();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let client = connect(&format!("http://{addr}/mcp"), &key)
+        .await
+        .expect("initialize");
+    let result = call(
+        &client,
+        "correct_event",
+        json!({"correctsEventId": old, "summary": "Dana now prefers email", "sourceTrust": "user_provided"}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let body = result.structured_content.expect("structured");
+    assert_eq!(body["event"]["supersedesEventIds"], json!([old]));
+    assert_eq!(body["event"]["actorId"], "user:dana");
+    let result = call(&client, "correct_event", json!({"summary": "no target"})).await;
+    assert_eq!(result.is_error, Some(true));
+    let problem = result.structured_content.expect("problem");
+    assert_eq!(
+        problem["errors"][0]["field"], "correctsEventId",
+        "{problem}"
+    );
+}
