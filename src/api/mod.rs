@@ -34,7 +34,7 @@ use axum::middleware::{from_fn_with_state, map_request, Next};
 use axum::response::Response;
 use axum::Router;
 use tower_http::request_id::PropagateRequestIdLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -136,7 +136,7 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("-");
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
-        }).on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
+        }).on_response(ops::LogResponse).on_failure(ops::LogFailure))
         .layer(map_request(request_id::sanitize));
     (router, spec)
 }

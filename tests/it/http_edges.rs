@@ -2,7 +2,8 @@
 //! clients are cut off, a stalled body gets 408, connections beyond the cap get 503 at once,
 //! failed keys are limited per address, client request ids are sanitized before they are
 //! echoed or logged, every error is problem+json, TLS terminates with rustls, the cap fits
-//! the open-file limit and shutdown lets an in-flight request finish.
+//! the open-file limit, shutdown lets an in-flight request finish, and a fresh start logs
+//! plainly and quietly.
 //!
 //! Time bounds are generous on purpose (a 1 s timeout is asserted as "closed within 15 s"):
 //! the tests check that a connection is cut, not how fast.
@@ -702,6 +703,50 @@ fn tls_terminates_with_the_configured_certificate() {
 
     let (status, _) = server.stop();
     assert!(status.success(), "graceful exit: {status}");
+}
+
+/// A server on a brand-new data directory, its readiness polled while it loads and one MCP
+/// call served, logs plain text over a pipe (no colour codes, though `NO_COLOR` is not set)
+/// with no warning or error, no removal of a snapshot that never was, and nothing from rmcp
+/// or hnsw_rs at the default filter.
+#[test]
+fn a_fresh_server_logs_plain_text_without_warnings() {
+    let server = Server::start(&[("NO_COLOR", "")]);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let listed = exchange(
+        server.addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN_KEY}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(listed.status, 200, "{listed:?}");
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "graceful exit: {status}");
+    assert!(
+        stderr.contains("status=503"),
+        "readiness was polled while the engine loaded:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a piped log:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("removed the hnsw snapshot"),
+        "a fresh directory held no snapshot:\n{stderr}"
+    );
+    for line in stderr.lines() {
+        assert!(
+            !line.contains("WARN") && !line.contains("ERROR"),
+            "a fresh start warns:\n{stderr}"
+        );
+        assert!(
+            !line.contains("rmcp") && !line.contains("hnsw_rs"),
+            "a dependency's chatter:\n{stderr}"
+        );
+    }
 }
 
 #[test]
