@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::api::auth_limit::AuthFailureLimit;
+use crate::api::cors::CorsOrigins;
 use crate::api::listener::{EdgeConfig, Timeouts, TlsFiles};
 use crate::engine::EngineConfig;
 
@@ -169,6 +170,11 @@ pub struct ServeArgs {
     /// Failed authentications a client address may make at once.
     #[arg(long, env = "EPISODIC_AUTH_FAILURE_BURST", default_value_t = 10)]
     pub auth_failure_burst: u32,
+    /// Browser origins allowed to call the API (CORS), comma-separated
+    /// (`https://app.example.com,http://localhost:3000`), or `*` for any origin; default:
+    /// none, and no response carries a CORS header.
+    #[arg(long, env = "EPISODIC_CORS_ORIGINS")]
+    pub cors_origins: Option<String>,
     /// Cluster mode: the NATS servers holding the shared log, comma-separated
     /// (`nats://127.0.0.1:4222,nats://127.0.0.1:4223`). Without it the node runs alone on
     /// its data directory.
@@ -419,6 +425,16 @@ impl ServeArgs {
         }))
     }
 
+    /// The browser origins allowed to call the API, or `None` (CORS off).
+    pub fn cors(&self) -> anyhow::Result<Option<CorsOrigins>> {
+        match &self.cors_origins {
+            None => Ok(None),
+            Some(list) => {
+                CorsOrigins::parse(list).map_err(|e| anyhow::anyhow!("--cors-origins: {e}"))
+            }
+        }
+    }
+
     /// Validates the failed-authentication limit.
     pub fn auth_failure_limit(&self) -> anyhow::Result<AuthFailureLimit> {
         anyhow::ensure!(
@@ -636,6 +652,44 @@ mod tests {
         assert!(args(&["--auth-failure-burst", "0"])
             .auth_failure_limit()
             .is_err());
+    }
+
+    /// `ServeArgs` from these flags alone.
+    fn serve_args(args: &[&str]) -> ServeArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let argv = std::iter::once("episodic").chain(args.iter().copied());
+        <Cli as clap::Parser>::try_parse_from(argv)
+            .expect("flags parse")
+            .serve
+    }
+
+    #[test]
+    fn cors_origins_are_a_setting_checked_at_start_up() {
+        assert!(!print_config(&serve_args(&[]))
+            .expect("print")
+            .contains("cors_origins"));
+        assert_eq!(serve_args(&[]).cors().expect("unset"), None);
+        let origins = serve_args(&[
+            "--cors-origins",
+            "https://app.example.com,http://localhost:3000",
+        ]);
+        assert!(print_config(&origins)
+            .expect("print")
+            .contains("cors_origins = \"https://app.example.com,http://localhost:3000\"\n"));
+        assert!(matches!(
+            origins.cors().expect("valid"),
+            Some(CorsOrigins::List(list)) if list.len() == 2
+        ));
+        let err = serve_args(&["--cors-origins", "app.example.com"])
+            .cors()
+            .expect_err("not an origin")
+            .to_string();
+        assert!(err.starts_with("--cors-origins:"), "{err}");
+        assert!(config_keys().contains(&"cors_origins".to_string()));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -589,12 +589,18 @@ pub async fn not_found() -> Problem {
     Problem::new(ErrorCode::RouteNotFound, "no such route")
 }
 
-/// Known route, wrong method.
-pub async fn method_not_allowed() -> Problem {
+/// Known route, wrong method; `OPTIONS` is answered `204` (the router adds `Allow` to
+/// both). With CORS origins configured, `OPTIONS` never reaches here: the CORS layer
+/// answers it as a preflight.
+pub async fn method_not_allowed(method: Method) -> Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     Problem::new(
         ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
+    .into_response()
 }
 
 /// `GET /v1/admin/policy` (admin): the write policy in force.

@@ -2,8 +2,8 @@
 //! clients are cut off, a stalled body gets 408, connections beyond the cap get 503 at once,
 //! failed keys are limited per address, client request ids are sanitized before they are
 //! echoed or logged, every error is problem+json, TLS terminates with rustls, the cap fits
-//! the open-file limit, shutdown lets an in-flight request finish, and a fresh start logs
-//! plainly and quietly.
+//! the open-file limit, shutdown lets an in-flight request finish, a fresh start logs
+//! plainly and quietly, and `EPISODIC_CORS_ORIGINS` lets a browser origin in.
 //!
 //! Time bounds are generous on purpose (a 1 s timeout is asserted as "closed within 15 s"):
 //! the tests check that a connection is cut, not how fast.
@@ -747,6 +747,41 @@ fn a_fresh_server_logs_plain_text_without_warnings() {
             "a dependency's chatter:\n{stderr}"
         );
     }
+}
+
+/// `EPISODIC_CORS_ORIGINS` reaches the router: a preflight from an allowed origin is
+/// answered before authentication (also on `/mcp`), and answers carry the origin.
+#[test]
+fn cors_origins_from_the_environment_let_a_browser_in() {
+    let origin = "https://app.example.com";
+    let server = Server::start(&[("EPISODIC_CORS_ORIGINS", origin)]);
+    for path in ["/v1/recall", "/mcp"] {
+        let preflight = exchange(
+            server.addr,
+            &format!(
+                "OPTIONS {path} HTTP/1.1\r\nHost: t\r\nOrigin: {origin}\r\n\
+                 Access-Control-Request-Method: POST\r\n\
+                 Access-Control-Request-Headers: authorization, content-type\r\n\
+                 Connection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(preflight.status, 200, "{path}: {preflight:?}");
+        assert_eq!(
+            preflight.header("access-control-allow-origin"),
+            Some(origin),
+            "{path}"
+        );
+    }
+    let refused = exchange(
+        server.addr,
+        &format!(
+            "GET /v1/timeline HTTP/1.1\r\nHost: t\r\nOrigin: {origin}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    refused.problem(401, "unauthenticated");
+    assert_eq!(refused.header("access-control-allow-origin"), Some(origin));
+    let (status, _) = server.stop();
+    assert!(status.success(), "graceful exit: {status}");
 }
 
 #[test]
