@@ -55,6 +55,7 @@ pub struct ServeArgs {
     /// Share of each event's match that comes from BM25 (0: cosine only, 1: BM25 only), for
     /// queries of 64 words or more.
     #[arg(long, env = "EPISODIC_LEXICAL_SHARE", default_value_t = 0.1)]
+    #[serde(serialize_with = "shortest_f32")]
     pub lexical_share: f32,
     /// BM25's share for queries of up to 32 words (linear in between).
     #[arg(
@@ -62,23 +63,29 @@ pub struct ServeArgs {
         env = "EPISODIC_SHORT_QUERY_LEXICAL_SHARE",
         default_value_t = 0.35
     )]
+    #[serde(serialize_with = "shortest_f32")]
     pub short_query_lexical_share: f32,
     /// Weight of the episode neighbours' match (same project and source, adjacent in time).
     #[arg(long, env = "EPISODIC_CONTEXT_WEIGHT", default_value_t = 0.5)]
+    #[serde(serialize_with = "shortest_f32")]
     pub context_weight: f32,
     /// Weight of the best match in an event's episode (itself included).
     #[arg(long, env = "EPISODIC_EPISODE_WEIGHT", default_value_t = 0.5)]
+    #[serde(serialize_with = "shortest_f32")]
     pub episode_weight: f32,
     /// Bonus, relative to a full match, when the query names an event's actor.
     #[arg(long, env = "EPISODIC_ACTOR_BOOST", default_value_t = 0.2)]
+    #[serde(serialize_with = "shortest_f32")]
     pub actor_boost: f32,
     /// Bonus, relative to a full match, when an event occurred on a date the query names
     /// ("in July 2023", "on October 13, 2023", "in 2022").
     #[arg(long, env = "EPISODIC_DATE_BOOST", default_value_t = 0.2)]
+    #[serde(serialize_with = "shortest_f32")]
     pub date_boost: f32,
     /// Penalty, relative to a full match, for an event whose text ends in a question: it
     /// names its topic but asks rather than tells.
     #[arg(long, env = "EPISODIC_QUESTION_PENALTY", default_value_t = 0.1)]
+    #[serde(serialize_with = "shortest_f32")]
     pub question_penalty: f32,
     /// Events of one source at most this many minutes apart are episode neighbours.
     #[arg(long, env = "EPISODIC_EPISODE_GAP_MINUTES", default_value_t = 30)]
@@ -120,6 +127,7 @@ pub struct ServeArgs {
     pub stale_subject: String,
     /// Minimum summary cosine for a newer same-subject event to make an older one stale (0: any).
     #[arg(long, env = "EPISODIC_STALE_MIN_SIMILARITY", default_value_t = 0.0)]
+    #[serde(serialize_with = "shortest_f32")]
     pub stale_min_similarity: f32,
     /// Versioned write-policy file (JSON); default: the seed's rules as `v1`.
     #[arg(long, env = "EPISODIC_POLICY")]
@@ -205,6 +213,13 @@ pub struct ServeArgs {
     /// then replays the whole shard instead of its tail).
     #[arg(long, env = "EPISODIC_CLUSTER_NO_STANDBYS")]
     pub cluster_no_standbys: bool,
+}
+
+/// Writes an `f32` setting as the shortest decimal that reads back as the same `f32` (`0.2`,
+/// not the `f64` widening `0.20000000298023224`).
+fn shortest_f32<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+    let shortest: f64 = v.to_string().parse().unwrap_or(f64::from(*v));
+    s.serialize_f64(shortest)
 }
 
 /// Cluster mode's settings, checked.
@@ -665,6 +680,30 @@ mod tests {
         <Cli as clap::Parser>::try_parse_from(argv)
             .expect("flags parse")
             .serve
+    }
+
+    #[test]
+    fn print_config_writes_floats_as_set() {
+        let text = print_config(&serve_args(&["--actor-boost", "0.3"])).expect("print");
+        for line in [
+            "actor_boost = 0.3\n",
+            "date_boost = 0.2\n",
+            "question_penalty = 0.1\n",
+            "lexical_share = 0.1\n",
+            "short_query_lexical_share = 0.35\n",
+            "context_weight = 0.5\n",
+            "stale_min_similarity = 0.0\n",
+            "recency_half_life_days = 180.0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
+        assert!(!text.contains("0000000"), "float noise: {text}");
+        // What it prints reads back as the same settings.
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("printed.toml");
+        std::fs::write(&file, &text).expect("write");
+        let pairs = read_config_file(&file).expect("printed config reads back");
+        assert!(pairs.contains(&("EPISODIC_ACTOR_BOOST".into(), "0.3".into())));
     }
 
     #[test]
