@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::api::auth_limit::AuthFailureLimit;
+use crate::api::cors::CorsOrigins;
 use crate::api::listener::{EdgeConfig, Timeouts, TlsFiles};
 use crate::engine::EngineConfig;
 
@@ -54,6 +55,7 @@ pub struct ServeArgs {
     /// Share of each event's match that comes from BM25 (0: cosine only, 1: BM25 only), for
     /// queries of 64 words or more.
     #[arg(long, env = "EPISODIC_LEXICAL_SHARE", default_value_t = 0.1)]
+    #[serde(serialize_with = "shortest_f32")]
     pub lexical_share: f32,
     /// BM25's share for queries of up to 32 words (linear in between).
     #[arg(
@@ -61,23 +63,29 @@ pub struct ServeArgs {
         env = "EPISODIC_SHORT_QUERY_LEXICAL_SHARE",
         default_value_t = 0.35
     )]
+    #[serde(serialize_with = "shortest_f32")]
     pub short_query_lexical_share: f32,
     /// Weight of the episode neighbours' match (same project and source, adjacent in time).
     #[arg(long, env = "EPISODIC_CONTEXT_WEIGHT", default_value_t = 0.5)]
+    #[serde(serialize_with = "shortest_f32")]
     pub context_weight: f32,
     /// Weight of the best match in an event's episode (itself included).
     #[arg(long, env = "EPISODIC_EPISODE_WEIGHT", default_value_t = 0.5)]
+    #[serde(serialize_with = "shortest_f32")]
     pub episode_weight: f32,
     /// Bonus, relative to a full match, when the query names an event's actor.
     #[arg(long, env = "EPISODIC_ACTOR_BOOST", default_value_t = 0.2)]
+    #[serde(serialize_with = "shortest_f32")]
     pub actor_boost: f32,
     /// Bonus, relative to a full match, when an event occurred on a date the query names
     /// ("in July 2023", "on October 13, 2023", "in 2022").
     #[arg(long, env = "EPISODIC_DATE_BOOST", default_value_t = 0.2)]
+    #[serde(serialize_with = "shortest_f32")]
     pub date_boost: f32,
     /// Penalty, relative to a full match, for an event whose text ends in a question: it
     /// names its topic but asks rather than tells.
     #[arg(long, env = "EPISODIC_QUESTION_PENALTY", default_value_t = 0.1)]
+    #[serde(serialize_with = "shortest_f32")]
     pub question_penalty: f32,
     /// Events of one source at most this many minutes apart are episode neighbours.
     #[arg(long, env = "EPISODIC_EPISODE_GAP_MINUTES", default_value_t = 30)]
@@ -119,6 +127,7 @@ pub struct ServeArgs {
     pub stale_subject: String,
     /// Minimum summary cosine for a newer same-subject event to make an older one stale (0: any).
     #[arg(long, env = "EPISODIC_STALE_MIN_SIMILARITY", default_value_t = 0.0)]
+    #[serde(serialize_with = "shortest_f32")]
     pub stale_min_similarity: f32,
     /// Versioned write-policy file (JSON); default: the seed's rules as `v1`.
     #[arg(long, env = "EPISODIC_POLICY")]
@@ -169,6 +178,11 @@ pub struct ServeArgs {
     /// Failed authentications a client address may make at once.
     #[arg(long, env = "EPISODIC_AUTH_FAILURE_BURST", default_value_t = 10)]
     pub auth_failure_burst: u32,
+    /// Browser origins allowed to call the API (CORS), comma-separated
+    /// (`https://app.example.com,http://localhost:3000`), or `*` for any origin; default:
+    /// none, and no response carries a CORS header.
+    #[arg(long, env = "EPISODIC_CORS_ORIGINS")]
+    pub cors_origins: Option<String>,
     /// Cluster mode: the NATS servers holding the shared log, comma-separated
     /// (`nats://127.0.0.1:4222,nats://127.0.0.1:4223`). Without it the node runs alone on
     /// its data directory.
@@ -199,6 +213,13 @@ pub struct ServeArgs {
     /// then replays the whole shard instead of its tail).
     #[arg(long, env = "EPISODIC_CLUSTER_NO_STANDBYS")]
     pub cluster_no_standbys: bool,
+}
+
+/// Writes an `f32` setting as the shortest decimal that reads back as the same `f32` (`0.2`,
+/// not the `f64` widening `0.20000000298023224`).
+fn shortest_f32<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+    let shortest: f64 = v.to_string().parse().unwrap_or(f64::from(*v));
+    s.serialize_f64(shortest)
 }
 
 /// Cluster mode's settings, checked.
@@ -419,6 +440,16 @@ impl ServeArgs {
         }))
     }
 
+    /// The browser origins allowed to call the API, or `None` (CORS off).
+    pub fn cors(&self) -> anyhow::Result<Option<CorsOrigins>> {
+        match &self.cors_origins {
+            None => Ok(None),
+            Some(list) => {
+                CorsOrigins::parse(list).map_err(|e| anyhow::anyhow!("--cors-origins: {e}"))
+            }
+        }
+    }
+
     /// Validates the failed-authentication limit.
     pub fn auth_failure_limit(&self) -> anyhow::Result<AuthFailureLimit> {
         anyhow::ensure!(
@@ -636,6 +667,68 @@ mod tests {
         assert!(args(&["--auth-failure-burst", "0"])
             .auth_failure_limit()
             .is_err());
+    }
+
+    /// `ServeArgs` from these flags alone.
+    fn serve_args(args: &[&str]) -> ServeArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let argv = std::iter::once("episodic").chain(args.iter().copied());
+        <Cli as clap::Parser>::try_parse_from(argv)
+            .expect("flags parse")
+            .serve
+    }
+
+    #[test]
+    fn print_config_writes_floats_as_set() {
+        let text = print_config(&serve_args(&["--actor-boost", "0.3"])).expect("print");
+        for line in [
+            "actor_boost = 0.3\n",
+            "date_boost = 0.2\n",
+            "question_penalty = 0.1\n",
+            "lexical_share = 0.1\n",
+            "short_query_lexical_share = 0.35\n",
+            "context_weight = 0.5\n",
+            "stale_min_similarity = 0.0\n",
+            "recency_half_life_days = 180.0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
+        assert!(!text.contains("0000000"), "float noise: {text}");
+        // What it prints reads back as the same settings.
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("printed.toml");
+        std::fs::write(&file, &text).expect("write");
+        let pairs = read_config_file(&file).expect("printed config reads back");
+        assert!(pairs.contains(&("EPISODIC_ACTOR_BOOST".into(), "0.3".into())));
+    }
+
+    #[test]
+    fn cors_origins_are_a_setting_checked_at_start_up() {
+        assert!(!print_config(&serve_args(&[]))
+            .expect("print")
+            .contains("cors_origins"));
+        assert_eq!(serve_args(&[]).cors().expect("unset"), None);
+        let origins = serve_args(&[
+            "--cors-origins",
+            "https://app.example.com,http://localhost:3000",
+        ]);
+        assert!(print_config(&origins)
+            .expect("print")
+            .contains("cors_origins = \"https://app.example.com,http://localhost:3000\"\n"));
+        assert!(matches!(
+            origins.cors().expect("valid"),
+            Some(CorsOrigins::List(list)) if list.len() == 2
+        ));
+        let err = serve_args(&["--cors-origins", "app.example.com"])
+            .cors()
+            .expect_err("not an origin")
+            .to_string();
+        assert!(err.starts_with("--cors-origins:"), "{err}");
+        assert!(config_keys().contains(&"cors_origins".to_string()));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! [`PRIVATE_FILE`] (0600) and every directory for [`PRIVATE_DIR`] (0700) explicitly, so the
 //! modes hold in a process that kept a looser umask (a library user, the tests); and
 //! [`tighten_tree`] strips group and other permissions from a data directory created by an
-//! older build. Files made by the index libraries (tantivy segments, hnsw_rs dumps) follow
+//! older build, warning only when something inside was open (making a directory created for
+//! the server, say `mkdir` at 0755, owner-only is routine). Files made by the index libraries (tantivy segments, hnsw_rs dumps) follow
 //! the umask; inside 0700 directories no other user can reach them either way.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
@@ -47,6 +48,8 @@ pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
 pub struct Tightened {
     /// Files and directories whose group/other bits were removed.
     pub changed: usize,
+    /// Whether the root itself was among them.
+    pub root: bool,
     /// Entries that could not be inspected or changed, with the error.
     pub failed: Vec<(PathBuf, io::Error)>,
 }
@@ -86,7 +89,10 @@ pub fn tighten_tree(root: &Path) -> Tightened {
         if mode & GROUP_OTHER != 0 {
             let tight = fs::Permissions::from_mode(mode & !GROUP_OTHER & 0o7777);
             match fs::set_permissions(&path, tight) {
-                Ok(()) => done.changed += 1,
+                Ok(()) => {
+                    done.changed += 1;
+                    done.root |= path == root;
+                }
                 Err(e) => done.failed.push((path, e)),
             }
         }
@@ -94,10 +100,21 @@ pub fn tighten_tree(root: &Path) -> Tightened {
     done
 }
 
-/// [`tighten_tree`] on a data directory, logging once what changed and what could not be.
+impl Tightened {
+    /// How many entries below the root were open (their contents or listings were readable
+    /// by other users).
+    pub fn opened_inside(&self) -> usize {
+        self.changed - usize::from(self.root)
+    }
+}
+
+/// [`tighten_tree`] on a data directory, logging once what changed and what could not be:
+/// a warning when entries inside were open, a note when only the directory itself was.
 pub fn tighten_data_dir(root: &Path) {
     let done = tighten_tree(root);
-    if done.changed > 0 {
+    if done.opened_inside() == 0 && done.root {
+        tracing::info!(dir = %root.display(), "made the data directory owner-only (0700)");
+    } else if done.changed > 0 {
         tracing::warn!(
             dir = %root.display(),
             entries = done.changed,
@@ -205,6 +222,8 @@ mod tests {
         }
         let done = tighten_tree(&root);
         assert_eq!(done.changed, 4);
+        assert!(done.root);
+        assert_eq!(done.opened_inside(), 3, "a warning: content was open");
         assert!(done.failed.is_empty(), "{:?}", done.failed);
         assert_eq!(mode(&root), 0o700);
         assert_eq!(mode(&sub), 0o700);
@@ -216,6 +235,20 @@ mod tests {
             "a link's target outside is not touched"
         );
         assert_eq!(tighten_tree(&root).changed, 0);
+    }
+
+    #[test]
+    fn a_directory_made_for_the_server_is_tightened_without_finding_anything_open() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = dir.path().join("data");
+        create_private_dir_all(&root.join("log")).expect("mkdir");
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let done = tighten_tree(&root);
+        assert_eq!(
+            (done.changed, done.root, done.opened_inside()),
+            (1, true, 0)
+        );
+        assert_eq!(mode(&root), 0o700);
     }
 
     #[test]

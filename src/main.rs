@@ -7,9 +7,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use episodic::api::auth_limit::AuthLimiter;
+use episodic::api::cors::CorsOrigins;
 use episodic::api::forward::Forwarder;
 use episodic::api::listener::{EdgeConfig, Listener};
-use episodic::api::{router, AppState};
+use episodic::api::{router_with_cors, AppState};
 use episodic::auth::KeyStore;
 use episodic::cluster::{Node, NodeConfig};
 use episodic::config::{ClusterSettings, McpArgs, ServeArgs};
@@ -163,6 +164,7 @@ fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = args.engine_config()?;
     let edge = args.edge_config()?;
+    let cors = args.cors()?;
     let cluster = args.cluster()?;
     let (keys, engines, forward, conn) = match &cluster {
         None => (open_keys(&args)?, Engines::single(), None, None),
@@ -191,7 +193,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config,
         cluster: cluster.zip(conn),
     };
-    runtime.block_on(run(args, edge, load, state))
+    runtime.block_on(run(args, edge, cors, load, state))
 }
 
 fn admin_key_env() -> Option<String> {
@@ -331,7 +333,13 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
     served
 }
 
-async fn run(args: ServeArgs, edge: EdgeConfig, load: Load, state: AppState) -> anyhow::Result<()> {
+async fn run(
+    args: ServeArgs,
+    edge: EdgeConfig,
+    cors: Option<CorsOrigins>,
+    load: Load,
+    state: AppState,
+) -> anyhow::Result<()> {
     let listener = Listener::bind(edge).await?;
     tracing::info!(
         addr = %args.listen,
@@ -341,7 +349,7 @@ async fn run(args: ServeArgs, edge: EdgeConfig, load: Load, state: AppState) -> 
     );
     let engines = state.engines.clone();
     let loader = tokio::task::spawn_blocking(move || load.run(&engines));
-    let app = router(state.clone());
+    let app = router_with_cors(state.clone(), cors.as_ref());
     let serve_task = tokio::spawn(listener.serve(app, shutdown_signal()));
     loader.await.context("loader task")??;
     serve_task.await.context("server task")?;

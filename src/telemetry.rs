@@ -293,18 +293,86 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Targets whose INFO lines are noise to an operator: tantivy's segment chatter, rmcp's
+/// lines for every MCP call, hnsw_rs's lines (logged even with approximate recall off).
+const QUIET_TARGETS: [&str; 3] = ["tantivy", "rmcp", "hnsw_rs"];
+
+/// The log filter's directives: `user`'s (`RUST_LOG`; default `info`), then
+/// `<target>=warn` for each of [`QUIET_TARGETS`] that `user` does not name itself.
+pub fn log_filter(user: Option<&str>) -> String {
+    let base = user
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("info");
+    let names = |target: &str| {
+        base.split(',').map(str::trim).any(|d| {
+            d.strip_prefix(target)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['=', ':', '[']))
+        })
+    };
+    let mut directives = base.to_string();
+    for target in QUIET_TARGETS.into_iter().filter(|t| !names(t)) {
+        directives.push_str(&format!(",{target}=warn"));
+    }
+    directives
+}
+
 /// Installs the process's log subscriber on stderr: `json` (one object per event) or text,
-/// filtered by `RUST_LOG` (default `info,tantivy=warn`). Shared by the server and the eval
-/// binary.
+/// coloured only when stderr is a terminal and `NO_COLOR` is unset; filtered by [`log_filter`] of `RUST_LOG` (an
+/// unreadable `RUST_LOG` is reported and the default used). Shared by the server and the
+/// eval binary.
 pub fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,tantivy=warn".into());
+    use std::io::IsTerminal;
+    let user = std::env::var("RUST_LOG").ok();
+    let (filter, refused) =
+        match tracing_subscriber::EnvFilter::try_new(log_filter(user.as_deref())) {
+            Ok(filter) => (filter, None),
+            Err(e) => (
+                tracing_subscriber::EnvFilter::new(log_filter(None)),
+                Some(e),
+            ),
+        };
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && !no_color)
         .with_env_filter(filter);
     if format == "json" {
         builder.json().flatten_event(true).init();
     } else {
         builder.init();
+    }
+    if let Some(e) = refused {
+        tracing::warn!(error = %e, "RUST_LOG is not a log filter; using the default");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn noisy_targets_are_quiet_unless_the_filter_names_them() {
+        assert_eq!(log_filter(None), "info,tantivy=warn,rmcp=warn,hnsw_rs=warn");
+        assert_eq!(log_filter(Some(" ")), log_filter(None));
+        assert_eq!(
+            log_filter(Some("debug")),
+            "debug,tantivy=warn,rmcp=warn,hnsw_rs=warn"
+        );
+        assert_eq!(
+            log_filter(Some("info,rmcp=debug,hnsw_rs::hnsw=info")),
+            "info,rmcp=debug,hnsw_rs::hnsw=info,tantivy=warn"
+        );
+        assert_eq!(
+            log_filter(Some("rmcp_like=debug")),
+            "rmcp_like=debug,tantivy=warn,rmcp=warn,hnsw_rs=warn",
+            "a target that only starts with the name is another target"
+        );
+        for f in [None, Some("debug"), Some("info,rmcp=debug")] {
+            assert!(
+                tracing_subscriber::EnvFilter::try_new(log_filter(f)).is_ok(),
+                "{f:?}"
+            );
+        }
     }
 }

@@ -14,7 +14,7 @@ use super::openapi::{
     AuditPage, AuthErrors, BodyErrors, ErasureBody, HistoryResponse, ProblemDoc, Unavailable,
 };
 use super::AppState;
-use crate::audit::AuditQuery;
+use crate::audit::{AuditAction, AuditQuery};
 use crate::auth::roles;
 use crate::error::ErrorCode;
 use crate::error::FieldError;
@@ -221,7 +221,7 @@ fn merge_reports(reports: &[Value]) -> Value {
     summary = "The tenant's audit trail, paginated",
     params(
         ("eventId" = Option<String>, Query, description = "Only entries mentioning this event"),
-        ("action" = Option<String>, Query, description = "Only this action"),
+        ("action" = inline(Option<AuditAction>), Query, description = "Only this action (any other name is refused with the list of actions)"),
         ("from" = Option<String>, Query, format = DateTime, description = "Inclusive lower bound (RFC 3339)"),
         ("to" = Option<String>, Query, format = DateTime, description = "Exclusive upper bound (RFC 3339)"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Page size, 1-1000 (default 100)"),
@@ -315,7 +315,18 @@ fn parse_audit_query(params: &HashMap<String, String>) -> Result<AuditQuery, Pro
         }
     };
     let event_id = id_param(params, "eventId", &mut errors);
-    let action = id_param(params, "action", &mut errors);
+    let action = params
+        .get("action")
+        .and_then(|name| match AuditAction::from_name(name) {
+            Some(action) => Some(action),
+            None => {
+                errors.push(FieldError::new(
+                    "action",
+                    format!("must be one of {}", AuditAction::names()),
+                ));
+                None
+            }
+        });
     if !errors.is_empty() {
         return Err(Problem::validation(errors));
     }

@@ -9,10 +9,13 @@
 //! produced it, is problem+json carrying the request id (`problem::errors_as_problems`,
 //! `ops::observe_request`); the request id is sanitized before anything logs or echoes it
 //! (`request_id`); `listener` serves the router on TCP (optionally TLS) with timeouts and a
-//! connection cap.
+//! connection cap. `OPTIONS` on a route is never `405`: without CORS origins it is `204`
+//! with `Allow` and no CORS header; with them (`cors`) it is a preflight answered before
+//! authentication.
 
 pub mod auth_limit;
 mod cluster;
+pub mod cors;
 mod extract;
 pub mod forward;
 mod langchain;
@@ -34,7 +37,7 @@ use axum::middleware::{from_fn_with_state, map_request, Next};
 use axum::response::Response;
 use axum::Router;
 use tower_http::request_id::PropagateRequestIdLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -81,8 +84,12 @@ impl AppState {
     }
 }
 
-/// The complete router and the OpenAPI document describing it.
-pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
+/// The complete router and the OpenAPI document describing it; with `cors`, browsers of
+/// those origins may call it.
+pub fn router_and_spec(
+    state: AppState,
+    cors: Option<&cors::CorsOrigins>,
+) -> (Router, utoipa::openapi::OpenApi) {
     crate::telemetry::init();
     let (api, spec) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(routes::healthz))
@@ -128,7 +135,12 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .with_state(state.clone())
         .layer(from_fn_with_state(state, forward::route))
         .layer(axum::middleware::from_fn(problem::errors_as_problems))
-        .layer(axum::middleware::from_fn(ops::observe_request))
+        .layer(axum::middleware::from_fn(ops::observe_request));
+    let router = match cors {
+        Some(origins) => router.layer(origins.layer()),
+        None => router,
+    };
+    let router = router
         .layer(PropagateRequestIdLayer::new(request_id::HEADER))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let rid = req
@@ -137,14 +149,19 @@ pub fn router_and_spec(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("-");
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %rid)
-        }).on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
+        }).on_response(ops::LogResponse).on_failure(ops::LogFailure))
         .layer(map_request(request_id::sanitize));
     (router, spec)
 }
 
-/// The complete router.
+/// The complete router, without CORS.
 pub fn router(state: AppState) -> Router {
-    router_and_spec(state).0
+    router_and_spec(state, None).0
+}
+
+/// The complete router; with `cors`, browsers of those origins may call it.
+pub fn router_with_cors(state: AppState, cors: Option<&cors::CorsOrigins>) -> Router {
+    router_and_spec(state, cors).0
 }
 
 /// `/mcp` only for an authenticated key: a missing or unknown key is 401 problem+json before

@@ -261,13 +261,17 @@ pub struct HistoryResponse {
 pub struct NewKeyBody {
     /// The tenant the key is bound to.
     pub tenant_id: String,
-    /// Roles, e.g. `reader`, `writer`, `operator`, `memory_reviewer` or a policy's own
-    /// approver role (never `admin`).
+    /// Roles: `reader`, `writer`, `operator`, `memory_reviewer`, the policy's approver role,
+    /// or an approver role an event awaiting review names (never `admin` or `metrics`); any
+    /// other role is refused with the list of known ones.
     pub roles: Vec<String>,
     /// Limit the key to these actors.
     pub actor_ids: Option<Vec<String>>,
     /// Highest privacy class the key may read (default `internal`).
     pub max_privacy_class: Option<PrivacyClass>,
+    /// What the key is for (1-128 characters, no control characters).
+    #[schema(min_length = 1, max_length = 128)]
+    pub label: Option<String>,
 }
 
 /// A key record (never the secret, except once at creation).
@@ -286,6 +290,8 @@ pub struct KeyRecordDoc {
     pub actor_ids: Option<Vec<String>>,
     /// Privacy limit.
     pub max_privacy_class: PrivacyClass,
+    /// What the key is for, if the admin said.
+    pub label: Option<String>,
     /// Creation time (listing only).
     pub created_at: Option<Timestamp>,
     /// Revocation time (listing only).

@@ -1,13 +1,16 @@
 //! Operational routes and the request middleware: the OpenAPI document, the API docs page,
-//! `/metrics`, and per-request metrics and request-id stamping of problem bodies.
+//! `/metrics`, per-request metrics, request-id stamping of problem bodies, and the level
+//! each response is logged at.
 //!
 //! Invariants: the docs page and its script are compiled into the binary (no CDN, works
 //! offline) and render the served `/openapi.json`; every problem+json body leaving the
 //! server carries the request's `requestId` (the same value as the `X-Request-ID` header);
-//! metrics label requests by matched route template, never by raw path.
+//! metrics label requests by matched route template, never by raw path; each response is
+//! logged once, at INFO, or at ERROR for a server failure (a 5xx other than the expected
+//! `not_ready` of a loading or moving engine, which `/readyz` answers until it is ready).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Path, Request, State};
@@ -16,6 +19,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use serde_json::Value;
+use tower_http::classify::ServerErrorsFailureClass;
+use tower_http::trace::{DefaultOnResponse, OnFailure, OnResponse};
+use tracing::{Level, Span};
 
 use super::extract::Auth;
 use super::problem::is_problem;
@@ -137,6 +143,43 @@ fn with_type(content_type: &'static str, body: Body) -> Response {
     resp
 }
 
+/// The level a response is logged at: ERROR for a server failure, INFO for everything
+/// else, `not_ready` (503 while loading or while a shard moves) included.
+pub(super) fn response_level(status: StatusCode, code: Option<ErrorCode>) -> Level {
+    match code {
+        _ if !status.is_server_error() => Level::INFO,
+        Some(ErrorCode::NotReady) => Level::INFO,
+        _ => Level::ERROR,
+    }
+}
+
+/// Logs each response once, at [`response_level`] (the problem's code rides in the
+/// response's extensions).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LogResponse;
+
+impl<B> OnResponse<B> for LogResponse {
+    fn on_response(self, response: &Response<B>, latency: Duration, span: &Span) {
+        let code = response.extensions().get::<ErrorCode>().copied();
+        DefaultOnResponse::new()
+            .level(response_level(response.status(), code))
+            .on_response(response, latency, span);
+    }
+}
+
+/// Logs a response body that failed mid-stream; a failure status was logged with the
+/// response already.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LogFailure;
+
+impl OnFailure<ServerErrorsFailureClass> for LogFailure {
+    fn on_failure(&mut self, class: ServerErrorsFailureClass, latency: Duration, span: &Span) {
+        if let ServerErrorsFailureClass::Error(error) = class {
+            tracing::error!(parent: span, %error, latency_ms = latency.as_millis(), "response failed");
+        }
+    }
+}
+
 /// Middleware: records request metrics and stamps problem bodies with the request id.
 pub async fn observe_request(req: Request, next: Next) -> Response {
     let started = Instant::now();
@@ -173,4 +216,34 @@ async fn stamp_problem(resp: Response, request_id: &str) -> Response {
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unexpected_server_failures_log_as_errors() {
+        let level =
+            |status: u16, code| response_level(StatusCode::from_u16(status).expect("status"), code);
+        assert_eq!(level(200, None), Level::INFO);
+        assert_eq!(level(401, Some(ErrorCode::Unauthenticated)), Level::INFO);
+        assert_eq!(
+            level(503, Some(ErrorCode::NotReady)),
+            Level::INFO,
+            "loading"
+        );
+        assert_eq!(
+            level(503, Some(ErrorCode::StorageUnavailable)),
+            Level::ERROR
+        );
+        assert_eq!(level(500, Some(ErrorCode::Internal)), Level::ERROR);
+        assert_eq!(level(502, None), Level::ERROR);
+        let problem = Problem::new(ErrorCode::NotReady, "loading").into_response();
+        assert_eq!(
+            problem.extensions().get::<ErrorCode>(),
+            Some(&ErrorCode::NotReady),
+            "a problem response names its code for the log"
+        );
+    }
 }

@@ -50,6 +50,8 @@ pub fn response_with_status(p: &Problem, status: StatusCode) -> Response {
     if let Some(secs) = p.retry_after_secs {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    // For the log line of the response (`ops::LogResponse`).
+    resp.extensions_mut().insert(p.code);
     resp
 }
 

@@ -3,10 +3,10 @@
 //! Invariants: each handler obtains its grant from the authenticated key before touching
 //! the engine; write responses are 201 (allow) or 202 (review) only after durability.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -17,7 +17,7 @@ use super::openapi::{
     Revoked, RotatedAdminKey, Unavailable, WriteResponse,
 };
 use super::AppState;
-use crate::auth::{roles, Limits, Revocation};
+use crate::auth::{roles, Limits, Revocation, MAX_LABEL_CHARS};
 use crate::engine::{Engine, WriteOutcome};
 use crate::error::{ErrorCode, FieldError};
 use crate::model::ident::{self, MAX_ID_BYTES};
@@ -258,22 +258,58 @@ pub async fn timeline(
     Ok(Json(json!(page)))
 }
 
-fn parse_new_key(body: &Value) -> Result<(String, Vec<String>, Limits), Problem> {
+/// A `POST /v1/admin/keys` body, checked.
+struct NewKeyInput {
+    tenant: String,
+    roles: Vec<String>,
+    limits: Limits,
+    label: Option<String>,
+}
+
+/// The fields of a `POST /v1/admin/keys` body.
+const NEW_KEY_FIELDS: [&str; 5] = ["tenantId", "roles", "actorIds", "maxPrivacyClass", "label"];
+
+/// Checks a new key's body, every field at once. `approvers` are the approver roles in use
+/// (see [`approver_roles`]); a role neither built in nor among them is refused.
+fn parse_new_key(body: &Value, approvers: &BTreeSet<String>) -> Result<NewKeyInput, Problem> {
     let mut errors = Vec::new();
     let obj = body.as_object().cloned().unwrap_or_default();
-    for k in obj
-        .keys()
-        .filter(|k| !["tenantId", "roles", "actorIds", "maxPrivacyClass"].contains(&k.as_str()))
-    {
+    for k in obj.keys().filter(|k| !NEW_KEY_FIELDS.contains(&k.as_str())) {
         errors.push(FieldError::new(k.clone(), "unknown field"));
     }
     let tenant = parse_tenant(obj.get("tenantId"), &mut errors);
-    let roles = parse_roles(obj.get("roles"), &mut errors);
+    let roles = parse_roles(obj.get("roles"), approvers, &mut errors);
     let limits = parse_limits(&obj, &mut errors);
+    let label = parse_label(obj.get("label"), &mut errors);
     if errors.is_empty() {
-        Ok((tenant, roles, limits))
+        Ok(NewKeyInput {
+            tenant,
+            roles,
+            limits,
+            label,
+        })
     } else {
         Err(Problem::validation(errors))
+    }
+}
+
+/// An optional label: 1 to [`MAX_LABEL_CHARS`] characters, none of them a control character.
+fn parse_label(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+    match v {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s))
+            if (1..=MAX_LABEL_CHARS).contains(&s.chars().count())
+                && !s.chars().any(char::is_control) =>
+        {
+            Some(s.clone())
+        }
+        Some(_) => {
+            errors.push(FieldError::new(
+                "label",
+                format!("must be a string of 1 to {MAX_LABEL_CHARS} characters, none of them a control character"),
+            ));
+            None
+        }
     }
 }
 
@@ -345,7 +381,11 @@ fn parse_actor_ids(items: &[Value], errors: &mut Vec<FieldError>) -> Vec<String>
     ids
 }
 
-fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
+fn parse_roles(
+    v: Option<&Value>,
+    approvers: &BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) -> Vec<String> {
     let Some(Value::Array(items)) = v else {
         errors.push(FieldError::new(
             "roles",
@@ -355,20 +395,24 @@ fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
     };
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
+        let field = || format!("roles[{i}]");
         match item.as_str() {
-            Some(r) if r == roles::ADMIN => errors.push(FieldError::new(
-                format!("roles[{i}]"),
-                "tenant keys cannot hold admin",
+            Some(r) if r == roles::ADMIN => {
+                errors.push(FieldError::new(field(), "tenant keys cannot hold admin"))
+            }
+            Some(r) if r == roles::METRICS => errors.push(FieldError::new(
+                field(),
+                "tenant keys cannot hold metrics: /metrics takes the admin key or EPISODIC_METRICS_TOKEN",
             )),
-            Some(r)
-                if !r.is_empty()
-                    && r.len() <= 64
-                    && r.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
-            {
+            Some(r) if roles::TENANT.contains(&r) || approvers.contains(r) => {
                 out.push(r.to_string())
             }
+            Some(r) if is_role_name(r) => errors.push(FieldError::new(
+                field(),
+                format!("unknown role {r}; known roles: {}", known_roles(approvers)),
+            )),
             _ => errors.push(FieldError::new(
-                format!("roles[{i}]"),
+                field(),
                 "must be a lowercase role name such as writer",
             )),
         }
@@ -379,6 +423,41 @@ fn parse_roles(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Whether `r` is spelt like a role: 1-64 characters of `a-z` and `_`.
+fn is_role_name(r: &str) -> bool {
+    !r.is_empty() && r.len() <= 64 && r.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+}
+
+/// The roles a tenant key may hold, sorted and comma-separated: the built-in ones and the
+/// approver roles in use.
+fn known_roles(approvers: &BTreeSet<String>) -> String {
+    let mut known: BTreeSet<&str> = roles::TENANT.into_iter().collect();
+    known.extend(approvers.iter().map(String::as_str));
+    known.into_iter().collect::<Vec<_>>().join(", ")
+}
+
+/// Whether a new key's body names a role that is neither built in nor reserved (only then
+/// are the approver roles in use looked up).
+fn asks_for_other_roles(body: &Value) -> bool {
+    body.get("roles")
+        .and_then(Value::as_array)
+        .is_some_and(|items| {
+            items.iter().filter_map(Value::as_str).any(|r| {
+                is_role_name(r) && !roles::TENANT.contains(&r) && !roles::RESERVED.contains(&r)
+            })
+        })
+}
+
+/// The approver roles in use on this node: the policy's, and those events awaiting review
+/// name (503 `not_ready` while the engines load).
+async fn approver_roles(state: &AppState) -> Result<BTreeSet<String>, Problem> {
+    let mut approvers = BTreeSet::from([state.engines.config()?.policy.approver_role]);
+    for engine in state.engines.local()? {
+        approvers.extend(engine.approver_roles().await?);
+    }
+    Ok(approvers)
 }
 
 /// Longest tenant id, in bytes.
@@ -414,12 +493,19 @@ pub async fn create_key(
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     principal.require_admin()?;
-    let (tenant, roles, limits) = parse_new_key(&body)?;
+    let approvers = if asks_for_other_roles(&body) {
+        approver_roles(&state).await?
+    } else {
+        BTreeSet::new()
+    };
+    let input = parse_new_key(&body, &approvers)?;
     let keys = state.keys.clone();
-    let new = tokio::task::spawn_blocking(move || keys.create(&tenant, roles, limits))
-        .await
-        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
-        .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+    let new = tokio::task::spawn_blocking(move || {
+        keys.create(&input.tenant, input.roles, input.limits, input.label)
+    })
+    .await
+    .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+    .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
     let body = json!({
         "key": new.key,
         "keyId": new.record.key_id,
@@ -427,6 +513,7 @@ pub async fn create_key(
         "roles": new.record.roles,
         "actorIds": new.record.actor_ids,
         "maxPrivacyClass": new.record.max_privacy_class,
+        "label": new.record.label,
     });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -451,7 +538,7 @@ pub async fn list_keys(
         .keys
         .list()
         .into_iter()
-        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "actorIds": r.actor_ids, "maxPrivacyClass": r.max_privacy_class, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
+        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "actorIds": r.actor_ids, "maxPrivacyClass": r.max_privacy_class, "label": r.label, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
         .collect();
     Ok(Json(json!({"keys": keys})))
 }
@@ -545,12 +632,18 @@ pub async fn not_found() -> Problem {
     Problem::new(ErrorCode::RouteNotFound, "no such route")
 }
 
-/// Known route, wrong method.
-pub async fn method_not_allowed() -> Problem {
+/// Known route, wrong method; `OPTIONS` is answered `204` (the router adds `Allow` to
+/// both). With CORS origins configured, `OPTIONS` never reaches here: the CORS layer
+/// answers it as a preflight.
+pub async fn method_not_allowed(method: Method) -> Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     Problem::new(
         ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
+    .into_response()
 }
 
 /// `GET /v1/admin/policy` (admin): the write policy in force.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::record::DeleteReason;
 
 /// One audited action; its wire name is [`AuditAction::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditAction {
     /// A write was stored (or an idempotent retry of one was answered: `detail.replayed`).
@@ -71,6 +71,16 @@ impl AuditAction {
         AuditAction::Compact,
         AuditAction::Recovered,
     ];
+
+    /// The action named `name` (its wire name), if any.
+    pub fn from_name(name: &str) -> Option<AuditAction> {
+        AuditAction::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+
+    /// Every wire name, comma-separated, in declaration order (for error messages).
+    pub fn names() -> String {
+        AuditAction::ALL.map(AuditAction::as_str).join(", ")
+    }
 
     /// The wire name (what the trail holds and `?action=` filters on).
     pub fn as_str(self) -> &'static str {
@@ -150,6 +160,14 @@ mod tests {
             assert_eq!(back, *action);
         }
         assert!(serde_json::from_str::<AuditAction>("\"supersede\"").is_err());
+        for action in AuditAction::ALL {
+            assert_eq!(AuditAction::from_name(action.as_str()), Some(action));
+        }
+        assert_eq!(AuditAction::from_name("supersede"), None);
+        assert_eq!(
+            AuditAction::names().split(", ").count(),
+            AuditAction::ALL.len()
+        );
     }
 
     #[test]

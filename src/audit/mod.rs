@@ -106,8 +106,8 @@ impl AuditEntry {
 pub struct AuditQuery {
     /// Only entries mentioning this event.
     pub event_id: Option<String>,
-    /// Only this action (its wire name; a name no action has matches nothing).
-    pub action: Option<String>,
+    /// Only this action.
+    pub action: Option<AuditAction>,
     /// Inclusive lower bound on `at`.
     pub from: Option<Timestamp>,
     /// Exclusive upper bound on `at`.
@@ -124,7 +124,7 @@ impl AuditQuery {
         self.event_id
             .as_ref()
             .is_none_or(|id| e.event_ids.contains(id))
-            && self.action.as_ref().is_none_or(|a| e.action.as_str() == a)
+            && self.action.is_none_or(|a| e.action == a)
             && self.from.is_none_or(|f| e.at >= f)
             && self.to.is_none_or(|t| e.at < t)
             && self.after_seq.is_none_or(|s| e.seq > s)
@@ -141,7 +141,7 @@ mod tests {
         e.seq = 5;
         let q = AuditQuery {
             event_id: Some("a".into()),
-            action: Some("recall".into()),
+            action: Some(AuditAction::Recall),
             after_seq: Some(4),
             limit: 10,
             ..AuditQuery::default()
@@ -153,7 +153,7 @@ mod tests {
         }
         .matches(&e));
         assert!(!AuditQuery {
-            action: Some("write".into()),
+            action: Some(AuditAction::Write),
             ..q
         }
         .matches(&e));

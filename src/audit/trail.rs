@@ -384,7 +384,7 @@ mod tests {
             },
             AuditQuery {
                 limit: 3,
-                action: Some("get".into()),
+                action: Some(super::super::AuditAction::Get),
                 after_seq: Some(500),
                 ..AuditQuery::default()
             },

@@ -115,7 +115,14 @@ pub struct KeyRecord {
     /// Most restricted privacy class the key may read (default `internal`).
     #[serde(default = "default_privacy")]
     pub max_privacy_class: PrivacyClass,
+    /// The admin's note of what the key is for (at most [`MAX_LABEL_CHARS`] characters);
+    /// records made before labels existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
+
+/// Longest key label, in characters.
+pub const MAX_LABEL_CHARS: usize = 128;
 
 fn default_privacy() -> PrivacyClass {
     PrivacyClass::Internal
@@ -260,6 +267,7 @@ impl KeyStore {
             revoked_at: None,
             actor_ids: None,
             max_privacy_class: PrivacyClass::Sensitive,
+            label: None,
         };
         self.insert_and_persist(record)?;
         Ok(Some(key_path))
@@ -359,12 +367,14 @@ impl KeyStore {
         })
     }
 
-    /// Creates a tenant key with `roles` and `limits`. Blocking file I/O.
+    /// Creates a tenant key with `roles`, `limits` and an optional `label` (checked by the
+    /// caller). Blocking file I/O.
     pub fn create(
         &self,
         tenant: &str,
         roles: Vec<String>,
         limits: Limits,
+        label: Option<String>,
     ) -> Result<NewKey, KeyStoreError> {
         let key_id = hex::encode(&digest(&random_token(16))[..8]);
         let key = format!("epi_{key_id}_{}", random_token(32));
@@ -377,6 +387,7 @@ impl KeyStore {
             revoked_at: None,
             actor_ids: limits.actor_ids,
             max_privacy_class: limits.max_privacy_class,
+            label,
         };
         self.insert_and_persist(record.clone())?;
         Ok(NewKey { key, record })
@@ -520,7 +531,12 @@ mod tests {
             .expect("env admin")
             .has_role(roles::ADMIN));
         let new = store
-            .create("acme", vec![roles::READER.into()], Limits::unlimited())
+            .create(
+                "acme",
+                vec![roles::READER.into()],
+                Limits::unlimited(),
+                Some("support bot".into()),
+            )
             .expect("create");
         let p = store.authenticate(&new.key).expect("auth");
         assert_eq!(p.tenant(), Some("acme"));
@@ -535,6 +551,52 @@ mod tests {
         assert!(store.authenticate(&new.key).is_err());
         let (reopened, _) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("reopen");
         assert!(reopened.authenticate(&new.key).is_err());
+    }
+
+    #[test]
+    fn labels_persist_and_records_without_one_still_load() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (store, _) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("open");
+        let labelled = store
+            .create(
+                "acme",
+                vec![roles::READER.into()],
+                Limits::unlimited(),
+                Some("support bot".into()),
+            )
+            .expect("create");
+        let plain = store
+            .create(
+                "acme",
+                vec![roles::READER.into()],
+                Limits::unlimited(),
+                None,
+            )
+            .expect("create");
+        drop(store);
+        let on_disk = std::fs::read_to_string(dir.path().join("keys.json")).expect("keys");
+        assert_eq!(on_disk.matches("\"label\"").count(), 1, "{on_disk}");
+        let (store, _) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("reopen");
+        let label = |id: &str| {
+            store
+                .list()
+                .into_iter()
+                .find(|r| r.key_id == id)
+                .expect("listed")
+                .label
+        };
+        assert_eq!(
+            label(&labelled.record.key_id).as_deref(),
+            Some("support bot")
+        );
+        assert_eq!(label(&plain.record.key_id), None);
+        // A record written before labels existed.
+        let old = r#"[{"keyId":"0123456789abcdef","tenantId":"acme","roles":["reader"],
+            "sha256":"00","createdAt":"2026-01-01T00:00:00Z"}]"#;
+        let other = tempfile::tempdir().expect("tmp");
+        std::fs::write(other.path().join("keys.json"), old).expect("write");
+        let (store, _) = KeyStore::open(other.path(), Some(ENV_ADMIN)).expect("old records load");
+        assert_eq!(store.list()[0].label, None);
     }
 
     #[test]

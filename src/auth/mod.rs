@@ -9,7 +9,7 @@ mod keys;
 mod replicated;
 pub mod strength;
 
-pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey, Revocation};
+pub use keys::{KeyRecord, KeyStore, KeyStoreError, NewKey, Revocation, MAX_LABEL_CHARS};
 
 impl Principal {
     /// A principal from a key record's fields (for the key store).
@@ -74,6 +74,14 @@ pub mod roles {
     pub const MEMORY_REVIEWER: &str = "memory_reviewer";
     /// May read `/metrics` (the `EPISODIC_METRICS_TOKEN` principal; admin keys may too).
     pub const METRICS: &str = "metrics";
+
+    /// The roles any tenant key may hold, whatever the policy. Beyond them a tenant key may
+    /// hold only an approver role: the policy's, or one an event awaiting review names.
+    pub const TENANT: [&str; 4] = [WRITER, READER, OPERATOR, MEMORY_REVIEWER];
+
+    /// Roles no tenant key may hold: the admin key's, and the metrics token's (store-wide
+    /// figures are not a tenant's to read).
+    pub const RESERVED: [&str; 2] = [ADMIN, METRICS];
 }
 
 /// An authenticated caller.

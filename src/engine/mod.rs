@@ -37,6 +37,7 @@ mod shared;
 mod write;
 mod writer;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -553,6 +554,31 @@ impl Engine {
             .take(limit)
             .map(|e| (e.event.clone(), e.decision.clone()))
             .collect()
+    }
+
+    /// The approver roles in use: the policy's, and each role an event awaiting review names
+    /// (a replayed policy may have sent events to another). Role names only, of every
+    /// tenant: what a new tenant key may hold beyond the built-in roles. Scans the table on
+    /// the CPU pool.
+    pub async fn approver_roles(&self) -> Result<BTreeSet<String>, Error> {
+        let shared = Arc::clone(&self.shared);
+        let mut roles = self
+            .cpu
+            .run(move || {
+                let table = shared.table.read();
+                table
+                    .live_from(0)
+                    .filter(|e| e.event.status == EventStatus::PendingReview)
+                    .filter_map(|e| match &e.decision {
+                        Decision::Review { approver_role, .. } => Some(approver_role.clone()),
+                        Decision::Allow { .. } | Decision::Deny { .. } => None,
+                    })
+                    .collect::<BTreeSet<String>>()
+            })
+            .await
+            .map_err(Error::Internal)?;
+        roles.insert(self.config.policy.approver_role.clone());
+        Ok(roles)
     }
 
     /// Physically purges deleted content of every tenant from every file (blocks writes

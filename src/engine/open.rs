@@ -207,11 +207,20 @@ fn rebuild_scope(shared: &Shared) -> anyhow::Result<()> {
 }
 
 /// Removes the HNSW snapshot of an earlier run with approximate recall: it would go stale
-/// (and keep vectors of events deleted meanwhile) while the graph is not maintained.
+/// (and keep vectors of events deleted meanwhile) while the graph is not maintained. The
+/// removal is logged only when there was a snapshot (the directory is created empty at every
+/// open).
 fn remove_hnsw_snapshot(dir: &std::path::Path) -> anyhow::Result<()> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)
-            .with_context(|| format!("removing the unused hnsw snapshot {}", dir.display()))?;
+    let held = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(e).with_context(|| format!("reading the hnsw directory {}", dir.display()))
+        }
+    };
+    std::fs::remove_dir_all(dir)
+        .with_context(|| format!("removing the unused hnsw snapshot {}", dir.display()))?;
+    if held {
         tracing::info!(dir = %dir.display(), "approximate recall is off: removed the hnsw snapshot");
     }
     Ok(())

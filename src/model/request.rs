@@ -1,6 +1,7 @@
 //! Recall and timeline requests: parsing and validation of client input.
 //!
-//! Invariants: unknown fields and parameters are rejected; `limit` is bounded; times are
+//! Invariants: unknown fields and parameters are rejected, each named by its path (`scope.x`
+//! inside the scope), the known ones read from the types' schemas; `limit` is bounded; times are
 //! RFC 3339; a cursor is opaque to clients and validated when decoded; every scope value
 //! (`actorIds`, `projectIds`, `eventTypes`, `resourceRefs` and the timeline's `actorId`,
 //! `projectId`, `eventType`) passes the identifier rule of [`crate::model::ident`] and is
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 
 use base64::Engine as _;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{FieldError, Invalid};
 use crate::model::ident::{self, MAX_ID_BYTES};
@@ -73,31 +74,38 @@ pub struct RecallRequest {
     pub as_of: Option<Timestamp>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawRecall {
-    query: Value,
-    #[serde(default)]
-    scope: Option<Value>,
-    #[serde(default)]
-    limit: Option<Value>,
-    #[serde(default)]
-    include_superseded: Option<Value>,
-    #[serde(default)]
-    include_stale: Option<Value>,
-    #[serde(default)]
-    as_of: Option<Value>,
+/// The fields a recall body may have: those of [`RecallRequest`]'s schema, the one list of
+/// them (the OpenAPI document and the MCP tool's input schema are derived from it too).
+static RECALL_FIELDS: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(crate::model::schema::properties::<RecallRequest>);
+
+/// The fields a scope may have, from [`Scope`]'s schema.
+static SCOPE_FIELDS: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(crate::model::schema::properties::<Scope>);
+
+/// Each key of `obj` that `known` lacks, as an `unknown field` error at `prefix` + key.
+fn unknown_fields(obj: &Map<String, Value>, known: &[String], prefix: &str) -> Vec<FieldError> {
+    obj.keys()
+        .filter(|k| !known.contains(k))
+        .map(|k| FieldError::new(format!("{prefix}{k}"), "unknown field"))
+        .collect()
 }
 
 impl RecallRequest {
-    /// Parses and validates a recall body, reporting every problem.
+    /// Parses and validates a recall body, reporting every problem, each at its field.
     pub fn parse(body: &Value) -> Result<Self, Invalid> {
-        let raw: RawRecall = serde_json::from_value(body.clone())
-            .map_err(|e| Invalid(vec![FieldError::new("", e.to_string())]))?;
-        let mut errors = Vec::new();
-        let query = match raw.query {
-            Value::String(q) if !q.trim().is_empty() && q.len() <= MAX_QUERY_BYTES => q,
-            Value::String(q) if q.len() > MAX_QUERY_BYTES => {
+        let Value::Object(obj) = body else {
+            return Err(Invalid(vec![FieldError::new(
+                "",
+                "body must be a JSON object",
+            )]));
+        };
+        let mut errors = unknown_fields(obj, &RECALL_FIELDS, "");
+        let query = match obj.get("query") {
+            Some(Value::String(q)) if !q.trim().is_empty() && q.len() <= MAX_QUERY_BYTES => {
+                q.clone()
+            }
+            Some(Value::String(q)) if q.len() > MAX_QUERY_BYTES => {
                 errors.push(FieldError::new(
                     "query",
                     format!("must be at most {MAX_QUERY_BYTES} bytes"),
@@ -109,21 +117,15 @@ impl RecallRequest {
                 String::new()
             }
         };
-        let scope = parse_scope(raw.scope, &mut errors);
-        let limit = parse_limit(
-            raw.limit.as_ref(),
-            "limit",
-            10,
-            MAX_RECALL_LIMIT,
-            &mut errors,
-        );
+        let scope = parse_scope(obj.get("scope"), &mut errors);
+        let limit = parse_limit(obj.get("limit"), "limit", 10, MAX_RECALL_LIMIT, &mut errors);
         let include_superseded = parse_bool(
-            raw.include_superseded.as_ref(),
+            obj.get("includeSuperseded"),
             "includeSuperseded",
             &mut errors,
         );
-        let include_stale = parse_bool(raw.include_stale.as_ref(), "includeStale", &mut errors);
-        let as_of = parse_time_value(raw.as_of.as_ref(), "asOf", &mut errors);
+        let include_stale = parse_bool(obj.get("includeStale"), "includeStale", &mut errors);
+        let as_of = parse_time_value(obj.get("asOf"), "asOf", &mut errors);
         if !errors.is_empty() {
             return Err(Invalid(errors));
         }
@@ -138,11 +140,20 @@ impl RecallRequest {
     }
 }
 
-fn parse_scope(value: Option<Value>, errors: &mut Vec<FieldError>) -> Scope {
+fn parse_scope(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Scope {
     let Some(value) = value.filter(|v| !v.is_null()) else {
         return Scope::default();
     };
-    match serde_json::from_value::<Scope>(value) {
+    let Value::Object(obj) = value else {
+        errors.push(FieldError::new("scope", "must be an object"));
+        return Scope::default();
+    };
+    let unknown = unknown_fields(obj, &SCOPE_FIELDS, "scope.");
+    if !unknown.is_empty() {
+        errors.extend(unknown);
+        return Scope::default();
+    }
+    match serde_json::from_value::<Scope>(value.clone()) {
         Ok(mut scope) => {
             check_range(scope.occurred_after, scope.occurred_before, "scope", errors);
             for (name, list) in [
@@ -437,6 +448,46 @@ mod tests {
         assert_eq!(whole.limit, 32);
         let err = RecallRequest::parse(&json!({"query": 3, "limit": "x"})).expect_err("bad");
         assert_eq!(err.0.len(), 2);
+    }
+
+    #[test]
+    fn unknown_fields_are_named_where_they_stand() {
+        let fields = |body: Value| -> Vec<String> {
+            RecallRequest::parse(&body)
+                .expect_err("invalid")
+                .0
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        assert_eq!(
+            fields(json!({"query": "x", "bogusField": 1})),
+            vec!["bogusField"]
+        );
+        assert_eq!(
+            fields(json!({"bogusField": 1, "limit": 0})),
+            vec!["bogusField", "query", "limit"],
+            "a missing query is named too, with every other problem"
+        );
+        assert_eq!(
+            fields(json!({"query": "x", "scope": {"actorIds": ["a"], "actor": "a"}})),
+            vec!["scope.actor"]
+        );
+        assert_eq!(fields(json!({"query": "x", "scope": []})), vec!["scope"]);
+        assert_eq!(fields(json!(["x"])), vec![""]);
+        let mut known = RECALL_FIELDS.clone();
+        known.sort();
+        assert_eq!(
+            known,
+            vec![
+                "asOf",
+                "includeStale",
+                "includeSuperseded",
+                "limit",
+                "query",
+                "scope"
+            ]
+        );
     }
 
     #[test]

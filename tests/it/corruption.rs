@@ -397,7 +397,7 @@ fn damaged_hnsw_snapshot_files_are_rebuilt_from_the_log() {
 /// The trail's `write` entries.
 fn audit_entries(engine: &Engine, rt: &tokio::runtime::Runtime) -> usize {
     let q = AuditQuery {
-        action: Some("write".into()),
+        action: Some(episodic::audit::AuditAction::Write),
         limit: usize::MAX,
         ..AuditQuery::default()
     };

@@ -137,3 +137,41 @@ async fn the_environment_admin_key_cannot_be_revoked_or_rotated() {
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "admins only");
 }
+
+/// While the engine loads, keys with built-in roles are made as ever; a role that only an
+/// approver role in use could make known waits for the engine (503, retryable), rather than
+/// being refused or let in unchecked.
+#[tokio::test]
+async fn a_role_beyond_the_built_in_ones_waits_for_the_engine() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (app, admin) = generated_admin_app(dir.path());
+    let admin = admin.expect("generated");
+    let create = |roles: Value| {
+        let body = serde_json::json!({"tenantId": "acme", "roles": roles, "label": "ci"});
+        let req = Request::builder()
+            .method("POST")
+            .uri("/v1/admin/keys")
+            .header("authorization", format!("Bearer {admin}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let app = app.clone();
+        async move {
+            let resp = app.oneshot(req).await.expect("response");
+            let status = resp.status();
+            let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, made) = create(serde_json::json!(["writer", "reader", "memory_reviewer"])).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["label"], "ci");
+    let (status, waiting) = create(serde_json::json!(["reader", "privacy_officer"])).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{waiting}");
+    assert_eq!(waiting["code"], "not_ready");
+    let (status, refused) = create(serde_json::json!(["admin"])).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+}

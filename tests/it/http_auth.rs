@@ -61,6 +61,72 @@ async fn admin_creates_keys_and_tenant_keys_cannot() {
 }
 
 #[tokio::test]
+async fn keys_hold_only_known_roles_and_may_carry_a_label() {
+    let app = App::new();
+    let create =
+        |body: serde_json::Value| app.call("POST", "/v1/admin/keys", Some(ADMIN), Some(body));
+    let (status, body) = create(json!({
+        "tenantId": "acme", "roles": ["reader", "superuser", "metrics", "admin"]
+    }))
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["code"], "validation_failed");
+    let errors = body["errors"].as_array().expect("errors");
+    let fields: Vec<&str> = errors.iter().filter_map(|e| e["field"].as_str()).collect();
+    assert_eq!(fields, ["roles[1]", "roles[2]", "roles[3]"], "{body}");
+    let message = errors[0]["message"].as_str().expect("message");
+    assert!(message.contains("unknown role superuser"), "{message}");
+    assert!(
+        message.ends_with("known roles: memory_reviewer, operator, reader, writer"),
+        "the known roles are listed: {message}"
+    );
+    assert!(
+        errors[1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("EPISODIC_METRICS_TOKEN")),
+        "{body}"
+    );
+
+    let (status, made) = create(json!({
+        "tenantId": "acme", "roles": ["reader"], "label": "support bot \u{e9}"
+    }))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["label"], "support bot \u{e9}");
+    let (status, plain) = create(json!({"tenantId": "acme", "roles": ["reader"]})).await;
+    assert_eq!(status, StatusCode::CREATED, "{plain}");
+    assert_eq!(plain["label"], serde_json::Value::Null);
+    let (_, list) = app.call("GET", "/v1/admin/keys", Some(ADMIN), None).await;
+    let label_of = |id: &serde_json::Value| {
+        list["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .find(|k| &k["keyId"] == id)
+            .expect("listed")["label"]
+            .clone()
+    };
+    assert_eq!(label_of(&made["keyId"]), "support bot \u{e9}");
+    assert_eq!(label_of(&plain["keyId"]), serde_json::Value::Null);
+
+    let longest = "\u{e9}".repeat(128);
+    let (status, _) =
+        create(json!({"tenantId": "acme", "roles": ["reader"], "label": longest})).await;
+    assert_eq!(status, StatusCode::CREATED, "128 characters are allowed");
+    for bad in [
+        json!(""),
+        json!("x".repeat(129)),
+        json!("line\nbreak"),
+        json!(7),
+    ] {
+        let (status, body) =
+            create(json!({"tenantId": "acme", "roles": ["reader"], "label": bad})).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+        assert_eq!(body["errors"][0]["field"], "label", "{body}");
+    }
+}
+
+#[tokio::test]
 async fn roles_gate_reads_and_writes() {
     let app = App::new();
     let reader = app.key_with("acme", &["reader"]).await;

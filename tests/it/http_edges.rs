@@ -2,7 +2,8 @@
 //! clients are cut off, a stalled body gets 408, connections beyond the cap get 503 at once,
 //! failed keys are limited per address, client request ids are sanitized before they are
 //! echoed or logged, every error is problem+json, TLS terminates with rustls, the cap fits
-//! the open-file limit and shutdown lets an in-flight request finish.
+//! the open-file limit, shutdown lets an in-flight request finish, a fresh start logs
+//! plainly and quietly, and `EPISODIC_CORS_ORIGINS` lets a browser origin in.
 //!
 //! Time bounds are generous on purpose (a 1 s timeout is asserted as "closed within 15 s"):
 //! the tests check that a connection is cut, not how fast.
@@ -700,6 +701,85 @@ fn tls_terminates_with_the_configured_certificate() {
     let mut stuck = TcpStream::connect(server.addr).expect("connect");
     assert!(closed_by_server(&mut stuck), "a stuck handshake stays open");
 
+    let (status, _) = server.stop();
+    assert!(status.success(), "graceful exit: {status}");
+}
+
+/// A server on a brand-new data directory, its readiness polled while it loads and one MCP
+/// call served, logs plain text over a pipe (no colour codes, though `NO_COLOR` is not set)
+/// with no warning or error, no removal of a snapshot that never was, and nothing from rmcp
+/// or hnsw_rs at the default filter.
+#[test]
+fn a_fresh_server_logs_plain_text_without_warnings() {
+    let server = Server::start(&[("NO_COLOR", "")]);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let listed = exchange(
+        server.addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN_KEY}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(listed.status, 200, "{listed:?}");
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "graceful exit: {status}");
+    assert!(
+        stderr.contains("status=503"),
+        "readiness was polled while the engine loaded:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a piped log:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("removed the hnsw snapshot"),
+        "a fresh directory held no snapshot:\n{stderr}"
+    );
+    for line in stderr.lines() {
+        assert!(
+            !line.contains("WARN") && !line.contains("ERROR"),
+            "a fresh start warns:\n{stderr}"
+        );
+        assert!(
+            !line.contains("rmcp") && !line.contains("hnsw_rs"),
+            "a dependency's chatter:\n{stderr}"
+        );
+    }
+}
+
+/// `EPISODIC_CORS_ORIGINS` reaches the router: a preflight from an allowed origin is
+/// answered before authentication (also on `/mcp`), and answers carry the origin.
+#[test]
+fn cors_origins_from_the_environment_let_a_browser_in() {
+    let origin = "https://app.example.com";
+    let server = Server::start(&[("EPISODIC_CORS_ORIGINS", origin)]);
+    for path in ["/v1/recall", "/mcp"] {
+        let preflight = exchange(
+            server.addr,
+            &format!(
+                "OPTIONS {path} HTTP/1.1\r\nHost: t\r\nOrigin: {origin}\r\n\
+                 Access-Control-Request-Method: POST\r\n\
+                 Access-Control-Request-Headers: authorization, content-type\r\n\
+                 Connection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(preflight.status, 200, "{path}: {preflight:?}");
+        assert_eq!(
+            preflight.header("access-control-allow-origin"),
+            Some(origin),
+            "{path}"
+        );
+    }
+    let refused = exchange(
+        server.addr,
+        &format!(
+            "GET /v1/timeline HTTP/1.1\r\nHost: t\r\nOrigin: {origin}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    refused.problem(401, "unauthenticated");
+    assert_eq!(refused.header("access-control-allow-origin"), Some(origin));
     let (status, _) = server.stop();
     assert!(status.success(), "graceful exit: {status}");
 }

@@ -85,8 +85,19 @@ async fn a_policy_file_adds_rules_and_versions_every_event() {
 async fn replay_reports_then_applies_with_receipts_and_audit() {
     let app = App::new();
     let key = app
-        .key_with("acme", &["writer", "reader", "operator", "privacy_officer"])
+        .key_with("acme", &["writer", "reader", "operator"])
         .await;
+    // No event awaits privacy_officer yet, and the policy in force does not name it.
+    let (status, refused) = app
+        .call(
+            "POST",
+            "/v1/admin/keys",
+            Some(ADMIN),
+            Some(json!({"tenantId": "acme", "roles": ["privacy_officer"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["errors"][0]["field"], "roles[0]");
     let reader = {
         let body = json!({"tenantId": "acme", "roles": ["reader"], "maxPrivacyClass": "sensitive"});
         app.call("POST", "/v1/admin/keys", Some(ADMIN), Some(body))
@@ -215,7 +226,9 @@ async fn replay_reports_then_applies_with_receipts_and_audit() {
         (pending["status"].clone(), pending["policyVersion"].clone()),
         (json!("pending_review"), json!("v2"))
     );
-    let (_, queue) = app.call("GET", "/v1/reviews", Some(&key), None).await;
+    // Now an event awaits privacy_officer: a key may hold that role.
+    let officer = app.key_with("acme", &["reader", "privacy_officer"]).await;
+    let (_, queue) = app.call("GET", "/v1/reviews", Some(&officer), None).await;
     assert_eq!(
         queue["reviews"][0]["decision"]["approverRole"],
         "privacy_officer"

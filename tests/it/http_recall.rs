@@ -376,3 +376,42 @@ async fn recall_rejects_bad_requests() {
         assert_eq!(resp["code"], "validation_failed");
     }
 }
+
+/// Unknown fields are refused with their own name (a nested one with its path), and an
+/// audit query for an action no entry can have is refused, listing the actions.
+#[tokio::test]
+async fn unknown_recall_fields_and_audit_actions_are_named() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let (status, body) = app
+        .call(
+            "POST",
+            "/v1/recall",
+            Some(&key),
+            Some(json!({"query": "renewal", "bogusField": true, "scope": {"actor": "u1"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["bogusField", "scope.actor"], "{body}");
+    assert_eq!(body["errors"][0]["message"], "unknown field");
+
+    let (status, body) = app
+        .call("GET", "/v1/audit?action=bogus", Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["errors"][0]["field"], "action", "{body}");
+    let message = body["errors"][0]["message"].as_str().expect("message");
+    for action in ["write", "recall", "policy_denied", "recovered"] {
+        assert!(message.contains(action), "{message}");
+    }
+    let (status, body) = app
+        .call("GET", "/v1/audit?action=recall", Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}

@@ -357,7 +357,7 @@ fn stdio_command(data_dir: &std::path::Path, key: &str) -> tokio::process::Comma
 fn tenant_key(data_dir: &std::path::Path, roles: &[&str]) -> String {
     let (keys, _) = KeyStore::open(data_dir, Some(ADMIN)).expect("keys");
     let roles = roles.iter().map(|r| r.to_string()).collect();
-    keys.create("acme", roles, Limits::unlimited())
+    keys.create("acme", roles, Limits::unlimited(), None)
         .expect("create key")
         .key
 }

@@ -32,7 +32,12 @@ fn a_node_reads_a_key_it_has_not_learnt_through_from_the_bucket() {
     let bucket = unique_stream("KEYSREAD");
     let (first, second) = (node_store(&bucket), node_store(&bucket));
     let made = first
-        .create("acme", vec![roles::READER.to_string()], Limits::unlimited())
+        .create(
+            "acme",
+            vec![roles::READER.to_string()],
+            Limits::unlimited(),
+            None,
+        )
         .expect("create");
     // The record is in the bucket before `create` returns: read through, it works at once
     // on the other node, whether or not that node's watch has delivered it yet.
@@ -54,7 +59,12 @@ fn a_key_works_on_every_node_until_any_node_revokes_it() {
     let bucket = unique_stream("KEYS");
     let (first, second) = (node_store(&bucket), node_store(&bucket));
     let made = first
-        .create("acme", vec![roles::READER.to_string()], Limits::unlimited())
+        .create(
+            "acme",
+            vec![roles::READER.to_string()],
+            Limits::unlimited(),
+            None,
+        )
         .expect("create");
     eventually("the new key works on the other node", || {
         second

@@ -65,8 +65,9 @@ pub enum Dataset {
     Madial(MadialArgs),
     /// Write precision/recall, type and privacy accuracy of `POST /v1/observe`'s classifier.
     Observe(ObserveArgs),
-    /// The labelled scenario suite: write quality, attribution, staleness, corrections,
-    /// deletion, expiry, isolation, relevance and unsafe writes, end to end.
+    /// The labelled scenario suite, end to end, in its nine families: write quality,
+    /// staleness, corrections, deletion and expiry, isolation, attribution, retrieval
+    /// relevance, untrusted content under review, evidence and unsafe writes.
     Scenarios(ScenariosArgs),
 }
 

@@ -32,6 +32,34 @@ fn help_lists_every_dataset() {
     }
 }
 
+/// `scenarios --help` names every family the suite of `data/scenarios/` holds (each word of
+/// its name: `deletion_expiry` as deletion and expiry).
+#[test]
+fn scenarios_help_names_every_family_of_the_suite() {
+    let out = eval(&["scenarios", "--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    let mut families = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(repo_root().join("data/scenarios")).expect("scenarios") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            for line in std::fs::read_to_string(&path).expect("read").lines() {
+                if let Ok(v) = serde_json::from_str::<Value>(line) {
+                    if let Some(f) = v["family"].as_str() {
+                        families.insert(f.to_string());
+                    }
+                }
+            }
+        }
+    }
+    assert!(families.len() >= 9, "{families:?}");
+    for family in &families {
+        for word in family.split('_') {
+            assert!(help.contains(word), "family {family} missing from:\n{help}");
+        }
+    }
+}
+
 #[test]
 fn observe_prints_the_summary_and_writes_every_miss() {
     let dir = tempfile::tempdir().expect("tmp");
