@@ -177,6 +177,11 @@ pub struct WriteResponse {
     /// Present when the write omitted derivable fields: each field the server filled in or
     /// changed (a privacy class raised to what the detectors found), its value and why.
     pub derived: Option<Vec<crate::model::Derived>>,
+    /// `false` when the writing key will not see the stored event (its privacy class is
+    /// above the key's `maxPrivacyClass`); absent otherwise.
+    pub visible_to_writer: Option<bool>,
+    /// Why the writing key will not see it, with the class a key needs to.
+    pub visibility: Option<String>,
 }
 
 /// `POST /v1/observe` answer.

@@ -32,6 +32,23 @@ pub struct WriteOutcome {
     /// The fields the server filled in or changed, and why (writes of an
     /// [`crate::model::EventDraft`]; empty otherwise).
     pub derived: Vec<crate::model::Derived>,
+    /// Why the writing key will not see the stored event (its privacy class is above what
+    /// the key may read), if it will not: reads, recalls and deletes by this key then treat
+    /// it as absent.
+    pub hidden_from_writer: Option<String>,
+}
+
+/// Why `grant` will not see `event`, if it will not.
+fn hidden_from(grant: &TenantGrant, event: &StoredEvent) -> Option<String> {
+    (event.privacy_class > grant.max_privacy_class()).then(|| {
+        format!(
+            "stored as {}, above what this key may read ({}): this key will not see it in \
+             reads, recalls or deletions; a key with maxPrivacyClass {} will",
+            event.privacy_class.as_str(),
+            grant.max_privacy_class().as_str(),
+            event.privacy_class.as_str()
+        )
+    })
 }
 
 fn hash_input(input: &EventInput) -> String {
@@ -110,7 +127,8 @@ impl Engine {
             });
         }
         let input_hash = hash_input(&input);
-        if let Some(done) = self.retry_without_embedding(grant, &input, &input_hash)? {
+        if let Some(mut done) = self.retry_without_embedding(grant, &input, &input_hash)? {
+            done.hidden_from_writer = hidden_from(grant, &done.event);
             return Ok(done);
         }
         let vector = match vector {
@@ -127,7 +145,8 @@ impl Engine {
             policy_version: self.config.policy.version.clone(),
             vector,
         };
-        let outcome = self.send_put(pending).await?;
+        let mut outcome = self.send_put(pending).await?;
+        outcome.hidden_from_writer = hidden_from(grant, &outcome.event);
         if wait_for {
             self.refresh().await?;
         }
@@ -167,6 +186,7 @@ impl Engine {
             decision: entry.decision.clone(),
             retried: true,
             derived: Vec::new(),
+            hidden_from_writer: None,
         }))
     }
 
@@ -183,12 +203,14 @@ impl Engine {
                 decision,
                 retried: false,
                 derived: Vec::new(),
+                hidden_from_writer: None,
             }),
             PutReply::Retried(event, decision) => Ok(WriteOutcome {
                 event: self.view(&grant, &self.shared.table.read()).present(&event),
                 decision,
                 retried: true,
                 derived: Vec::new(),
+                hidden_from_writer: None,
             }),
             PutReply::NotFound(id) => Err(Error::NotFound(id)),
             PutReply::Conflict(c) => Err(c.into()),

@@ -124,12 +124,14 @@ fn check_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
 /// The status and body `POST /v1/events` returns for an accepted write (shared with
 /// `POST /v1/observe`, whose `result` is exactly this body, and with the MCP write tools).
 /// A write that omitted derivable fields also gets `derived`: each field the server filled
-/// in or changed, its value and why.
+/// in or changed, its value and why; a write stored where the writing key cannot see it
+/// gets `visibleToWriter: false` and `visibility`, saying why.
 pub fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
     let WriteOutcome {
         event,
         decision,
         derived,
+        hidden_from_writer,
         ..
     } = outcome;
     let (status, mut body) = match decision {
@@ -144,6 +146,10 @@ pub fn write_body(outcome: WriteOutcome) -> (StatusCode, Value) {
     };
     if !derived.is_empty() {
         body["derived"] = json!(derived);
+    }
+    if let Some(why) = hidden_from_writer {
+        body["visibleToWriter"] = json!(false);
+        body["visibility"] = json!(why);
     }
     (status, body)
 }

@@ -320,3 +320,36 @@ async fn an_mcp_correction_names_its_target_and_only_what_changes() {
         "{problem}"
     );
 }
+
+#[tokio::test]
+async fn a_write_the_writer_cannot_see_says_so() {
+    let app = App::new();
+    let key = app.key("acme").await; // maxPrivacyClass internal
+    let (status, body) = app
+        .write(&key, minimal("Dana's direct line is +1 415 555 0134"))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["event"]["privacyClass"], "private");
+    assert_eq!(body["visibleToWriter"], false, "{body}");
+    let why = body["visibility"].as_str().expect("visibility");
+    assert!(why.contains("private") && why.contains("internal"), "{why}");
+    let id = body["eventId"].as_str().expect("id");
+    let (status, _) = app
+        .call("GET", &format!("/v1/events/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "as the answer said");
+    // Through observe, the same.
+    let (status, body) = app
+        .call(
+            "POST",
+            "/v1/observe",
+            Some(&key),
+            Some(json!({"role": "user", "text": "Please use my email dana.lee@example.com for invoices from now on", "actorId": "user:dana", "occurredAt": T, "sourceRefs": ["chat-18"], "sourceTrust": "user_provided"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["result"]["visibleToWriter"], false, "{body}");
+    // A write the key can see says nothing of it.
+    let (_, body) = app.write(&key, minimal("Dana renewed the plan")).await;
+    assert!(body.get("visibleToWriter").is_none(), "{body}");
+}
