@@ -22,7 +22,8 @@
 //! table and to `$CARGO_TARGET_DIR/http_load.json` (or `target/http_load.json`).
 //!
 //! Environment: `HTTP_LOAD_SECS`, `HTTP_LOAD_CONCURRENCY` (comma list), `HTTP_LOAD_OPS`
-//! (`recall,write`), `HTTP_LOAD_PRELOAD`, `HTTP_LOAD_BIN`, `HTTP_LOAD_MODEL_DIR`,
+//! (`recall,write`; also `batch`: `POST /v1/events:batch` of `HTTP_LOAD_BATCH` new events,
+//! default 64, counted only when answered 201, reported with `eventsPerSecond`), `HTTP_LOAD_PRELOAD`, `HTTP_LOAD_BIN`, `HTTP_LOAD_MODEL_DIR`,
 //! `HTTP_LOAD_OUT` (JSON path), `HTTP_LOAD_KEEP` (keep the data directory and print it).
 //! `HTTP_LOAD_DATA_DIR` serves an existing data directory in place instead of a preloaded
 //! one (the write cells add to it; for instance a copy of the grid bench's ingested 1M
@@ -256,6 +257,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 enum Op {
     Recall,
     Write,
+    /// `POST /v1/events:batch` of [`batch_size`] new events.
+    Batch,
 }
 
 impl Op {
@@ -263,8 +266,26 @@ impl Op {
         match self {
             Op::Recall => "recall",
             Op::Write => "write",
+            Op::Batch => "batch",
         }
     }
+
+    /// Events one request writes.
+    fn events(self) -> usize {
+        match self {
+            Op::Recall => 0,
+            Op::Write => 1,
+            Op::Batch => batch_size(),
+        }
+    }
+}
+
+/// Events per batch request: `HTTP_LOAD_BATCH`, default 64.
+fn batch_size() -> usize {
+    std::env::var("HTTP_LOAD_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
 }
 
 #[derive(Default)]
@@ -293,6 +314,12 @@ async fn client_loop(
         let body = match op {
             Op::Recall => recall_body(&mut rng),
             Op::Write => event_body(&mut rng, i, &format!("load-{seed}")),
+            Op::Batch => {
+                let events: Vec<Value> = (0..batch_size())
+                    .map(|j| event_body(&mut rng, i * batch_size() + j, &format!("load-{seed}")))
+                    .collect();
+                json!({ "events": events })
+            }
         };
         i += 1;
         let t = Instant::now();
@@ -307,7 +334,10 @@ async fn client_loop(
                 let status = r.status();
                 let text = r.bytes().await;
                 match text {
-                    Ok(_) if status.is_success() => Ok(()),
+                    // A batch counts only when every item was stored (201, not 207).
+                    Ok(_) if status.is_success() && (op != Op::Batch || status.as_u16() == 201) => {
+                        Ok(())
+                    }
                     Ok(b) => Err((
                         false,
                         format!(
@@ -369,6 +399,7 @@ async fn run_cell(
     let url = match op {
         Op::Recall => format!("{}/v1/recall", server.base),
         Op::Write => format!("{}/v1/events", server.base),
+        Op::Batch => format!("{}/v1/events:batch", server.base),
     };
     let warmup = Duration::from_secs(1);
     let start = Instant::now();
@@ -382,7 +413,12 @@ async fn run_cell(
             url.clone(),
             Arc::clone(key),
             op,
-            (concurrency * 1000 + c) as u64 + if op == Op::Write { 1 << 20 } else { 0 },
+            (concurrency * 1000 + c) as u64
+                + match op {
+                    Op::Recall => 0,
+                    Op::Write => 1 << 20,
+                    Op::Batch => 1 << 21,
+                },
             measure_from,
             until,
         )));
@@ -519,6 +555,7 @@ fn main() {
         .filter_map(|s| match s.trim() {
             "recall" => Some(Op::Recall),
             "write" => Some(Op::Write),
+            "batch" => Some(Op::Batch),
             _ => None,
         })
         .collect();
@@ -614,8 +651,7 @@ fn main() {
     let rss_end = rss_kib(pid);
     let events_end = n + cells
         .iter()
-        .filter(|c| c.op == Op::Write)
-        .map(|c| c.requests - c.non_2xx - c.transport_errors)
+        .map(|c| (c.requests - c.non_2xx - c.transport_errors) * c.op.events())
         .sum::<usize>();
     eprintln!(
         "server VmRSS {:.1} MiB at the end (~{events_end}+ events)",
@@ -637,7 +673,7 @@ fn main() {
         "cells": cells.iter().map(|c| json!({
             "op": c.op.name(), "concurrency": c.concurrency, "requests": c.requests,
             "non2xx": c.non_2xx, "transportErrors": c.transport_errors, "seconds": c.secs,
-            "requestsPerSecond": c.rps, "p50Ms": c.p50, "p90Ms": c.p90, "p99Ms": c.p99,
+            "requestsPerSecond": c.rps, "eventsPerSecond": c.rps * c.op.events() as f64, "p50Ms": c.p50, "p90Ms": c.p90, "p99Ms": c.p99,
             "maxMs": c.max, "serverCpuMsPerRequest": c.cpu_ms_per_req,
         })).collect::<Vec<_>>(),
     });

@@ -43,6 +43,9 @@ pub struct ServeArgs {
     /// Maximum summary size in bytes.
     #[arg(long, env = "EPISODIC_MAX_SUMMARY_BYTES", default_value_t = 4096)]
     pub max_summary_bytes: usize,
+    /// Most events in one `POST /v1/events:batch`.
+    #[arg(long, env = "EPISODIC_MAX_BATCH_EVENTS", default_value_t = 256)]
+    pub max_batch_events: usize,
     /// Maximum request body size in bytes.
     #[arg(long, env = "EPISODIC_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
     pub max_body_bytes: usize,
@@ -268,6 +271,11 @@ impl ServeArgs {
             "--max-summary-bytes must be at least 16"
         );
         c.limits.max_summary_bytes = self.max_summary_bytes;
+        anyhow::ensure!(
+            (1..=10_000).contains(&self.max_batch_events),
+            "--max-batch-events must lie in [1, 10000]"
+        );
+        c.limits.max_batch_events = self.max_batch_events;
         if let Some(types) = &self.event_types {
             let list: Vec<String> = types
                 .split(',')

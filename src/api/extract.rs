@@ -133,7 +133,7 @@ async fn read_body(req: Request, app: &AppState) -> Result<axum::body::Bytes, Pr
     read_limited(req.into_body(), app.body_limit).await
 }
 
-fn parse_json(bytes: &[u8]) -> Result<Value, Problem> {
+pub(super) fn parse_json(bytes: &[u8]) -> Result<Value, Problem> {
     serde_json::from_slice(bytes).map_err(|e| {
         Problem::new(
             ErrorCode::MalformedJson,

@@ -96,6 +96,7 @@ pub fn router_and_spec(
         .routes(routes!(routes::readyz))
         .routes(routes!(routes::write_event))
         .routes(routes!(routes::correct_event))
+        .routes(routes!(routes::write_events_batch))
         .routes(routes!(observe::observe))
         .routes(routes!(routes::get_event, lifecycle::delete_event))
         .routes(routes!(lifecycle::history))

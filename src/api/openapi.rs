@@ -184,6 +184,41 @@ pub struct WriteResponse {
     pub visibility: Option<String>,
 }
 
+/// `POST /v1/events:batch` body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchRequest {
+    /// Write bodies (at most `--max-batch-events`, default 256), each as `POST /v1/events`
+    /// takes it.
+    pub events: Vec<crate::model::draft::EventWrite>,
+}
+
+/// `POST /v1/events:batch` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResponse {
+    /// One per input event, in input order.
+    pub results: Vec<BatchResult>,
+}
+
+/// One batch item's result.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchResult {
+    /// As a single write would have answered: 201, 202, 403, 409, 422 or 503.
+    pub status: u16,
+    /// The stored event's id (201 and 202).
+    pub event_id: Option<String>,
+    /// The stored event's status (`active`, `pending_review`).
+    pub event_status: Option<EventStatus>,
+    /// The write policy's decision.
+    pub decision: Option<Decision>,
+    /// The stored event (201).
+    pub event: Option<StoredEvent>,
+    /// What the server derived.
+    pub derived: Option<Vec<crate::model::Derived>>,
+    /// The problem a single write would have answered (failures).
+    pub error: Option<ProblemDoc>,
+}
+
 /// `POST /v1/observe` answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ObserveResponse {

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::extract::{Auth, JsonBody};
 use super::openapi::{
-    AuthErrors, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody, ProblemDoc, ReplayBody,
-    Revoked, RotatedAdminKey, Unavailable, WriteResponse,
+    AuthErrors, BatchRequest, BatchResponse, BodyErrors, Health, KeyList, KeyRecordDoc, NewKeyBody,
+    ProblemDoc, ReplayBody, Revoked, RotatedAdminKey, Unavailable, WriteResponse,
 };
 use super::AppState;
 use crate::auth::{roles, Limits, Revocation, MAX_LABEL_CHARS};
@@ -123,6 +123,114 @@ pub async fn write_event(
     let draft = event_draft(&engine, &grant, &body)?;
     let outcome = engine.write_draft(&grant, draft, wait_for).await?;
     Ok(write_response(outcome))
+}
+
+/// `POST /v1/events:batch`: `{"events": [...]}`, each item a write body; answers
+/// `{"results": [...]}` in input order, each with its own HTTP-like `status` (201, 202, 409,
+/// 422 (invalid or denied), 403 (another tenant) or 503) and, where stored, its `eventId`.
+/// 201 when every item was stored, 207 otherwise.
+#[utoipa::path(
+    post,
+    path = "/v1/events:batch",
+    tag = "events",
+    operation_id = "write_events_batch",
+    summary = "Write many events in one request, each with its own result",
+    params(("refresh" = Option<String>, Query, pattern = "^(wait_for|false)$", description = "`wait_for`: answer once the stored events are in the committed scope index")),
+    request_body(content = BatchRequest, example = json!({"events": [
+        {"summary": "Dana asked for renewal notices by email", "actorId": "user:dana", "occurredAt": "2026-06-17T09:20:00Z", "sourceRefs": ["chat-17"]},
+        {"summary": "The March invoice was paid", "actorId": "user:dana", "occurredAt": "2026-06-17T09:25:00Z", "sourceRefs": ["billing-8812"]}
+    ]})),
+    responses(
+        (status = 201, description = "every item stored (each 201 or 202)", body = BatchResponse),
+        (status = 207, description = "some items were not stored: see each result's status", body = BatchResponse),
+        (status = 422, description = "the body is not a batch (no `events` array, or more than `--max-batch-events`)", body = ProblemDoc, content_type = "application/problem+json"),
+        AuthErrors,
+        BodyErrors,
+        Unavailable
+    )
+)]
+pub async fn write_events_batch(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    Query(params): Query<HashMap<String, String>>,
+    request: axum::extract::Request,
+) -> Result<Response, Problem> {
+    let grant = principal.grant(roles::WRITER)?;
+    let wait_for = refresh_param(&params)?;
+    let engine = state.engine(&grant)?;
+    let limit = engine.config().limits.max_batch_events;
+    // A batch may be as large as its events: up to 16 single-write bodies' worth.
+    let bytes =
+        super::extract::read_limited(request.into_body(), state.body_limit.saturating_mul(16))
+            .await?;
+    let body = super::extract::parse_json(&bytes)?;
+    let items = match body.get("events") {
+        Some(Value::Array(items)) if items.len() <= limit => items,
+        Some(Value::Array(items)) => {
+            return Err(Problem::validation(vec![FieldError::new(
+                "events",
+                format!("at most {limit} events per batch ({} given)", items.len()),
+            )]))
+        }
+        _ => {
+            return Err(Problem::validation(vec![FieldError::new(
+                "events",
+                "is required: an array of write bodies",
+            )]))
+        }
+    };
+    if let Some(extra) = body
+        .as_object()
+        .and_then(|o| o.keys().find(|k| k.as_str() != "events"))
+    {
+        return Err(Problem::validation(vec![FieldError::new(
+            extra.clone(),
+            "unknown field",
+        )]));
+    }
+    let mut results: Vec<Option<Value>> = vec![None; items.len()];
+    let mut drafts = Vec::new();
+    let mut positions = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match event_draft(&engine, &grant, item) {
+            Ok(draft) => {
+                drafts.push(draft);
+                positions.push(i);
+            }
+            Err(problem) => results[i] = Some(item_problem(&problem)),
+        }
+    }
+    let written = engine.write_drafts(&grant, drafts, wait_for).await?;
+    for (i, outcome) in positions.into_iter().zip(written) {
+        results[i] = Some(match outcome {
+            Ok(outcome) => {
+                let (status, mut body) = write_body(outcome);
+                if let Value::Object(m) = &mut body {
+                    if let Some(event_status) = m.remove("status") {
+                        m.insert("eventStatus".into(), event_status);
+                    }
+                    m.insert("status".into(), json!(status.as_u16()));
+                }
+                body
+            }
+            Err(e) => item_problem(&Problem::from(e)),
+        });
+    }
+    let results: Vec<Value> = results.into_iter().flatten().collect();
+    let all = results
+        .iter()
+        .all(|r| matches!(r["status"].as_u64(), Some(201 | 202)));
+    let status = if all {
+        StatusCode::CREATED
+    } else {
+        StatusCode::MULTI_STATUS
+    };
+    Ok((status, Json(json!({"results": results}))).into_response())
+}
+
+/// One batch item's failure: its status and the problem a single write would have answered.
+fn item_problem(problem: &Problem) -> Value {
+    json!({"status": problem.code.status(), "error": crate::wire::problem_body(problem, None)})
 }
 
 /// `POST /v1/events/{eventId}/correct`.

@@ -57,21 +57,13 @@ impl Engine {
             })
             .await?;
         let v = vector.clone();
-        let c = self
+        let has_resources = draft.resource_refs.as_ref().is_some_and(|r| !r.is_empty());
+        let event_type = self
             .cpu
-            .run(move || observer.classify(&prepared, Role::User, &v))
+            .run(move || classified(&observer, &prepared, &v, has_resources))
             .await
             .map_err(Error::Internal)?;
-        let cues = if c.cues.is_empty() {
-            String::new()
-        } else {
-            format!("; cues: {}", c.cues.join(", "))
-        };
-        let why = format!(
-            "classified from the summary (margin {:.2}{cues})",
-            c.verdict.type_margin
-        );
-        let event_type = Some((c.verdict.event_type.to_string(), why));
+        let event_type = Some(event_type);
         let (input, derived) = draft.complete(&self.facts(detected, event_type));
         check_derived(&input, &self.config.limits)?;
         let mut outcome = self.write_embedded(grant, input, vector, wait_for).await?;
@@ -79,7 +71,7 @@ impl Engine {
         Ok(outcome)
     }
 
-    fn facts(
+    pub(super) fn facts(
         &self,
         detected: Option<(PrivacyClass, Vec<String>)>,
         event_type: Option<(String, String)>,
@@ -95,8 +87,47 @@ impl Engine {
     }
 }
 
+/// The classifier's event type for a prepared summary and its vector, and why. A write
+/// without `resourceRefs` is never given `human_approval` (which the seed's rule denies
+/// without them): the best other type is chosen, and the reason says so.
+pub(super) fn classified(
+    observer: &crate::observe::Observer,
+    prepared: &crate::observe::Prepared,
+    vector: &[f32],
+    has_resources: bool,
+) -> (String, String) {
+    const APPROVAL: &str = "human_approval";
+    let c = observer.classify(prepared, Role::User, vector);
+    let cues = if c.cues.is_empty() {
+        String::new()
+    } else {
+        format!("; cues: {}", c.cues.join(", "))
+    };
+    if c.verdict.event_type == APPROVAL && !has_resources {
+        let next = c
+            .verdict
+            .scores
+            .iter()
+            .filter(|(t, _)| {
+                *t != APPROVAL && crate::model::validate::DEFAULT_EVENT_TYPES.contains(t)
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or("tool_observed_event", |(t, _)| *t);
+        let why = format!(
+            "classified from the summary: {APPROVAL} first, which needs resourceRefs, so the \
+             next best{cues}"
+        );
+        return (next.to_string(), why);
+    }
+    let why = format!(
+        "classified from the summary (margin {:.2}{cues})",
+        c.verdict.type_margin
+    );
+    (c.verdict.event_type.to_string(), why)
+}
+
 /// The privacy detectors' class for `summary` and the kinds of signal found (`None`: none).
-fn detect(summary: &str) -> Option<(PrivacyClass, Vec<String>)> {
+pub(super) fn detect(summary: &str) -> Option<(PrivacyClass, Vec<String>)> {
     let signals = privacy::detect(summary);
     if signals.is_empty() {
         return None;

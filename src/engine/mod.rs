@@ -22,6 +22,7 @@
 //! - the audit trail is read from its log file (through a sparse block index), never kept
 //!   whole in memory, so reads — each of which is audited — do not grow memory.
 
+mod batch;
 mod draft;
 mod error;
 mod export;

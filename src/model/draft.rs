@@ -8,10 +8,11 @@
 //! - `privacyClass`: the detectors' class when omitted (`internal` when they find nothing);
 //!   a class the caller gave below what the detectors found is raised to it, never denied;
 //! - `confidence`: `medium`; `resourceRefs`, `supersedesEventIds`: `[]`;
-//! - `retention`: `deleteOnRequest: true`, and for a `sensitive` class the server chose
-//!   (derived or raised), `expiresAt` = max(occurredAt, now) + the class's default retention,
-//!   so the seed's rule (sensitive events expire) is met; a caller who states `sensitive`
-//!   without an expiry is still refused by the write policy;
+//! - `retention`: `deleteOnRequest: true`, and for a `sensitive` event `expiresAt` =
+//!   max(occurredAt, now) + the class's default retention, so the seed's rule (sensitive
+//!   events expire) is met; a given retention is kept, and gets that expiry only when the
+//!   server classed the event `sensitive`: a caller who states `sensitive` and gives a
+//!   retention without an expiry is refused by the write policy;
 //! - `sourceTrust`: the key's default, else `agent_inferred`, so an omitted trust never
 //!   reads as more trusted than it is.
 //!

@@ -37,6 +37,8 @@ pub struct Limits {
     pub max_ref_bytes: usize,
     /// Maximum entries in each list field.
     pub max_list_len: usize,
+    /// Most events in one batch write.
+    pub max_batch_events: usize,
 }
 
 impl Default for Limits {
@@ -47,6 +49,7 @@ impl Default for Limits {
             event_types: DEFAULT_EVENT_TYPES.iter().map(|s| s.to_string()).collect(),
             max_ref_bytes: super::ident::MAX_ID_BYTES,
             max_list_len: 64,
+            max_batch_events: 256,
         }
     }
 }

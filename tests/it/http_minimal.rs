@@ -114,9 +114,17 @@ async fn the_detectors_raise_a_class_and_a_server_classed_sensitive_event_expire
         "{answer}"
     );
 
-    // Stated sensitive without an expiry, by the caller: the seed's rule still denies it.
+    // Stated sensitive with no retention: the class's default retention expires it.
     let mut body = minimal("Dana shared her insurance claim number");
     body["privacyClass"] = json!("sensitive");
+    let (status, answer) = app.write(&key, body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert!(
+        answer["event"]["retention"]["expiresAt"].is_string(),
+        "{answer}"
+    );
+    // Stated sensitive with a retention that does not expire: the seed's rule denies it.
+    body["retention"] = json!({"deleteOnRequest": true});
     let (status, answer) = app.write(&key, body).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
     assert_eq!(answer["code"], "policy_denied");

@@ -1,0 +1,83 @@
+//! Batch writes (`POST /v1/events:batch`): many drafts of one tenant completed and written
+//! together, each with its own result.
+//!
+//! Invariants: the batch's summaries are embedded in one model call and the privacy
+//! detectors and the classifier run once for the batch, all on the CPU pool; every item is
+//! then written through [`Engine::write_embedded`] (policy, idempotency, durability,
+//! audit, exactly as a single write), all at once, so the writer group-commits them; one
+//! item's failure never fails another; results come back in input order. Unlike a single
+//! write, a batch item the policy denies was embedded (with the others).
+
+use futures_util::future::join_all;
+
+use super::draft::{classified, detect};
+use super::{Engine, Error, WriteOutcome};
+use crate::auth::TenantGrant;
+use crate::model::validate::check_derived;
+use crate::model::EventDraft;
+use crate::observe::prepare;
+
+impl Engine {
+    /// Completes and writes every draft; one result per draft, in order.
+    pub async fn write_drafts(
+        &self,
+        grant: &TenantGrant,
+        drafts: Vec<EventDraft>,
+        wait_for: bool,
+    ) -> Result<Vec<Result<WriteOutcome, Error>>, Error> {
+        if drafts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let summaries: Vec<String> = drafts.iter().map(|d| d.summary.clone()).collect();
+        let vectors = self.embed_many(summaries.clone()).await?;
+        let needs: Vec<bool> = drafts.iter().map(EventDraft::needs_event_type).collect();
+        let has_resources: Vec<bool> = drafts
+            .iter()
+            .map(|d| d.resource_refs.as_ref().is_some_and(|r| !r.is_empty()))
+            .collect();
+        let observer = if needs.iter().any(|n| *n) {
+            Some(self.observer().await?)
+        } else {
+            None
+        };
+        let max_bytes = self.config.limits.max_summary_bytes;
+        let vectors_for_types = vectors.clone();
+        let (detected, types) = self
+            .cpu
+            .run(move || {
+                let detected: Vec<_> = summaries.iter().map(|s| detect(s)).collect();
+                let types: Vec<_> = summaries
+                    .iter()
+                    .zip(&vectors_for_types)
+                    .zip(needs.iter().zip(&has_resources))
+                    .map(
+                        |((summary, vector), (needs, has))| match (&observer, needs) {
+                            (Some(o), true) => {
+                                Some(classified(o, &prepare(summary, max_bytes), vector, *has))
+                            }
+                            _ => None,
+                        },
+                    )
+                    .collect();
+                (detected, types)
+            })
+            .await
+            .map_err(Error::Internal)?;
+        let writes = drafts
+            .into_iter()
+            .zip(vectors)
+            .zip(detected.into_iter().zip(types))
+            .map(|((draft, vector), (detected, event_type))| async move {
+                let (input, derived) = draft.complete(&self.facts(detected, event_type));
+                check_derived(&input, &self.config.limits)?;
+                let mut outcome = self.write_embedded(grant, input, vector, false).await?;
+                outcome.derived = derived;
+                Ok(outcome)
+            });
+        let results = join_all(writes).await;
+        if wait_for && results.iter().any(Result::is_ok) {
+            self.refresh().await?;
+        }
+        Ok(results)
+    }
+}
