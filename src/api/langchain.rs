@@ -56,6 +56,7 @@ pub struct LangChainResponse {
 #[utoipa::path(
     post,
     path = "/v1/retrievers/langchain",
+    operation_id = "langchain_retrieve",
     tag = "recall",
     summary = "Recall shaped for LangChain's RemoteLangChainRetriever",
     request_body = LangChainQuery,

@@ -217,6 +217,7 @@ fn merge_reports(reports: &[Value]) -> Value {
 #[utoipa::path(
     get,
     path = "/v1/audit",
+    operation_id = "read_audit_trail",
     tag = "governance",
     summary = "The tenant's audit trail, paginated",
     params(
@@ -252,6 +253,7 @@ pub async fn audit(
 #[utoipa::path(
     get,
     path = "/v1/events/{eventId}/history",
+    operation_id = "event_history",
     tag = "events",
     summary = "An event's history: decision, reads, supersession, deletion",
     params(("eventId" = String, Path, description = "Event id")),

@@ -388,6 +388,7 @@ pub fn finish(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         "/ui",
         vec![HttpMethod::Get],
         static_page(
+            "operator_page",
             "Operator page (timeline, history, recall breakdown, audit, reviews); also at /ui/",
             None,
         ),
@@ -396,6 +397,7 @@ pub fn finish(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         "/ui/{file}",
         vec![HttpMethod::Get],
         static_page(
+            "operator_page_file",
             "Static files of the operator page",
             Some(("file", "index.html, app.js, style.css or favicon.svg")),
         ),
@@ -410,6 +412,7 @@ fn mcp_operation() -> utoipa::openapi::path::Operation {
     use utoipa::openapi::{ContentBuilder, ResponseBuilder};
     let json_rpc = || ContentBuilder::new().build();
     OperationBuilder::new()
+        .operation_id(Some("mcp_json_rpc"))
         .summary(Some(
             "MCP (Model Context Protocol) streamable HTTP transport: JSON-RPC messages for the \
              tools record_event, observe_interaction, recall, get_timeline, get_event, \
@@ -450,7 +453,11 @@ fn problem(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
-fn static_page(summary: &str, param: Option<(&str, &str)>) -> utoipa::openapi::path::Operation {
+fn static_page(
+    id: &str,
+    summary: &str,
+    param: Option<(&str, &str)>,
+) -> utoipa::openapi::path::Operation {
     use utoipa::openapi::path::{OperationBuilder, ParameterBuilder, ParameterIn};
     use utoipa::openapi::{ContentBuilder, Required, ResponseBuilder};
     let ok = ResponseBuilder::new()
@@ -470,6 +477,7 @@ fn static_page(summary: &str, param: Option<(&str, &str)>) -> utoipa::openapi::p
         )
         .build();
     let mut op = OperationBuilder::new()
+        .operation_id(Some(id))
         .summary(Some(summary))
         .tag("ops")
         .security(utoipa::openapi::security::SecurityRequirement::default())

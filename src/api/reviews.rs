@@ -20,6 +20,7 @@ use crate::wire::Problem;
 #[utoipa::path(
     get,
     path = "/v1/reviews",
+    operation_id = "list_pending_reviews",
     tag = "governance",
     summary = "Pending reviews of the tenant",
     params(

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::common::App;
-use crate::mcp::{call, connect};
+use crate::mcp::{call, connect, serve};
 
 const T: &str = "2026-06-17T09:20:00Z";
 
@@ -155,15 +155,7 @@ async fn an_agent_inference_that_corrects_memory_waits_for_review() {
 async fn an_mcp_record_event_call_with_only_the_minimal_arguments_succeeds() {
     let app = App::new();
     let key = app.key("acme").await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let router = app.router.clone();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let client = connect(&format!("http://{addr}/mcp"), &key)
-        .await
-        .expect("initialize");
+    let client = connect(&serve(&app).await, &key).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools");
     let record = tools
         .iter()
@@ -301,15 +293,7 @@ async fn an_mcp_correction_names_its_target_and_only_what_changes() {
     let mut first = minimal("Dana prefers renewal notices by post");
     first["sourceTrust"] = json!("user_provided");
     let old = app.write_ok(&key, first).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let router = app.router.clone();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let client = connect(&format!("http://{addr}/mcp"), &key)
-        .await
-        .expect("initialize");
+    let client = connect(&serve(&app).await, &key).await.expect("initialize");
     let result = call(
         &client,
         "correct_event",

@@ -110,6 +110,26 @@ async fn spec_lists_exactly_the_routes_and_every_ref_resolves() {
     let mut expected: Vec<String> = ROUTES.iter().map(|s| s.to_string()).collect();
     expected.sort();
     assert_eq!(operations(&spec), expected);
+    // Operation ids are unique and say what they do (a generated client's method names).
+    let mut ids: Vec<String> = Vec::new();
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("item") {
+            let id = op.get("operationId").and_then(Value::as_str);
+            assert!(id.is_some(), "{method} {path} has no operation id");
+            if let Some(id) = id {
+                assert!(
+                    !["list", "retrieve", "get", "audit", "history"].contains(&id),
+                    "bare operation id {id}"
+                );
+                ids.push(id.to_string());
+            }
+        }
+    }
+    let count = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "operation ids repeat: {ids:?}");
+
     let mut all = Vec::new();
     refs(&spec, &mut all);
     assert!(!all.is_empty());

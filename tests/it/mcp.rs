@@ -19,7 +19,7 @@ type Client = RunningService<RoleClient, ()>;
 const T: &str = "2026-06-17T09:20:00Z";
 
 /// Serves the app's router on a loopback port; answers the `/mcp` URL.
-async fn serve(app: &App) -> String {
+pub(crate) async fn serve(app: &App) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
