@@ -100,33 +100,43 @@ impl Catalog {
 
     /// Every shard's generation beyond the first.
     pub fn all(&self) -> Result<HashMap<u32, u64>, LeaseError> {
-        let store = self.store.clone();
-        let entries = self
-            .conn
-            .run(&self.bucket, async move {
-                let mut keys = store.keys().await.map_err(|e| e.to_string())?;
-                let mut names = Vec::new();
-                while let Some(k) = keys.next().await {
-                    names.push(k.map_err(|e| e.to_string())?);
-                }
-                let mut out = Vec::new();
-                for name in names {
-                    if let Some(v) = store.get(&name).await.map_err(|e| e.to_string())? {
-                        out.push((name, v));
-                    }
-                }
-                Ok::<_, String>(out)
-            })
-            .map_err(|e| self.failed(e))?
-            .map_err(|e| self.failed(e))?;
-        Ok(entries
+        Ok(self
+            .entries("gen.")?
             .into_iter()
-            .filter_map(|(name, value)| {
+            .filter_map(|(name, value, _)| {
                 let shard = name.strip_prefix("gen.")?.parse().ok()?;
                 let generation = std::str::from_utf8(&value).ok()?.parse().ok()?;
                 Some((shard, generation))
             })
             .collect())
+    }
+
+    /// Every present record whose key starts with `prefix`: key, value and revision.
+    pub(super) fn entries(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>, u64)>, LeaseError> {
+        let store = self.store.clone();
+        let prefix = prefix.to_string();
+        self.conn
+            .run(&self.bucket, async move {
+                let mut keys = store.keys().await.map_err(|e| e.to_string())?;
+                let mut names = Vec::new();
+                while let Some(k) = keys.next().await {
+                    let k = k.map_err(|e| e.to_string())?;
+                    if k.starts_with(&prefix) {
+                        names.push(k);
+                    }
+                }
+                let mut out = Vec::new();
+                for name in names {
+                    if let Some(e) = store.entry(&name).await.map_err(|e| e.to_string())? {
+                        if e.operation == kv::Operation::Put {
+                            out.push((name, e.value.to_vec(), e.revision));
+                        }
+                    }
+                }
+                Ok::<_, String>(out)
+            })
+            .map_err(|e| self.failed(e))?
+            .map_err(|e| self.failed(e))
     }
 
     /// Records `policy` (its JSON) as the cluster's write policy if none is recorded yet;

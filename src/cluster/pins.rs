@@ -11,7 +11,6 @@
 //! active (the tenant's records left its hashed shard).
 
 use async_nats::jetstream::kv;
-use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::catalog::Catalog;
@@ -61,33 +60,9 @@ const MAX_PINNED: u32 = 100_000;
 impl Catalog {
     /// Every pin, with its record's revision.
     pub fn pins(&self) -> Result<Vec<(Pin, u64)>, LeaseError> {
-        let store = self.store.clone();
-        let entries = self
-            .conn
-            .run(&self.bucket, async move {
-                let mut keys = store.keys().await.map_err(|e| e.to_string())?;
-                let mut names = Vec::new();
-                while let Some(k) = keys.next().await {
-                    let k = k.map_err(|e| e.to_string())?;
-                    if k.starts_with("pin.") {
-                        names.push(k);
-                    }
-                }
-                let mut out = Vec::new();
-                for name in names {
-                    if let Some(e) = store.entry(&name).await.map_err(|e| e.to_string())? {
-                        if e.operation == kv::Operation::Put {
-                            out.push((e.value.to_vec(), e.revision));
-                        }
-                    }
-                }
-                Ok::<_, String>(out)
-            })
-            .map_err(|e| self.failed(e))?
-            .map_err(|e| self.failed(e))?;
-        entries
+        self.entries("pin.")?
             .into_iter()
-            .map(|(value, revision)| {
+            .map(|(_, value, revision)| {
                 serde_json::from_slice(&value)
                     .map(|pin| (pin, revision))
                     .map_err(|e| self.failed(format!("unreadable pin record: {e}")))
