@@ -312,6 +312,9 @@ pub struct NewKeyBody {
     /// What the key is for (1-128 characters, no control characters).
     #[schema(min_length = 1, max_length = 128)]
     pub label: Option<String>,
+    /// The `sourceTrust` writes with this key get when they name none (default: none, so
+    /// they are `agent_inferred`).
+    pub default_source_trust: Option<crate::model::SourceTrust>,
 }
 
 /// A key record (never the secret, except once at creation).
@@ -332,6 +335,8 @@ pub struct KeyRecordDoc {
     pub max_privacy_class: PrivacyClass,
     /// What the key is for, if the admin said.
     pub label: Option<String>,
+    /// The `sourceTrust` writes with this key get when they name none.
+    pub default_source_trust: Option<crate::model::SourceTrust>,
     /// Creation time (listing only).
     pub created_at: Option<Timestamp>,
     /// Revocation time (listing only).

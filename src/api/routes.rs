@@ -21,7 +21,7 @@ use crate::auth::{roles, Limits, Revocation, MAX_LABEL_CHARS};
 use crate::engine::{Engine, WriteOutcome};
 use crate::error::{ErrorCode, FieldError};
 use crate::model::ident::{self, MAX_ID_BYTES};
-use crate::model::PrivacyClass;
+use crate::model::{PrivacyClass, SourceTrust};
 use crate::retrieve::{RecallRequest, TimelineQuery};
 use crate::serving::Engines;
 use crate::wire::{correction_draft, event_draft, write_body, Problem};
@@ -372,10 +372,18 @@ struct NewKeyInput {
     roles: Vec<String>,
     limits: Limits,
     label: Option<String>,
+    default_source_trust: Option<SourceTrust>,
 }
 
 /// The fields of a `POST /v1/admin/keys` body.
-const NEW_KEY_FIELDS: [&str; 5] = ["tenantId", "roles", "actorIds", "maxPrivacyClass", "label"];
+const NEW_KEY_FIELDS: [&str; 6] = [
+    "tenantId",
+    "roles",
+    "actorIds",
+    "maxPrivacyClass",
+    "label",
+    "defaultSourceTrust",
+];
 
 /// Checks a new key's body, every field at once. `approvers` are the approver roles in use
 /// (see [`approver_roles`]); a role neither built in nor among them is refused.
@@ -389,12 +397,27 @@ fn parse_new_key(body: &Value, approvers: &BTreeSet<String>) -> Result<NewKeyInp
     let roles = parse_roles(obj.get("roles"), approvers, &mut errors);
     let limits = parse_limits(&obj, &mut errors);
     let label = parse_label(obj.get("label"), &mut errors);
+    let default_source_trust = match obj.get("defaultSourceTrust") {
+        None | Some(Value::Null) => None,
+        Some(v) => match serde_json::from_value::<SourceTrust>(v.clone()) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                let known: Vec<&str> = SourceTrust::ALL.iter().map(|t| t.as_str()).collect();
+                errors.push(FieldError::new(
+                    "defaultSourceTrust",
+                    format!("must be one of {}", known.join(", ")),
+                ));
+                None
+            }
+        },
+    };
     if errors.is_empty() {
         Ok(NewKeyInput {
             tenant,
             roles,
             limits,
             label,
+            default_source_trust,
         })
     } else {
         Err(Problem::validation(errors))
@@ -609,7 +632,13 @@ pub async fn create_key(
     let input = parse_new_key(&body, &approvers)?;
     let keys = state.keys.clone();
     let new = tokio::task::spawn_blocking(move || {
-        keys.create(&input.tenant, input.roles, input.limits, input.label)
+        keys.create_trusting(
+            &input.tenant,
+            input.roles,
+            input.limits,
+            input.label,
+            input.default_source_trust,
+        )
     })
     .await
     .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
@@ -622,6 +651,7 @@ pub async fn create_key(
         "actorIds": new.record.actor_ids,
         "maxPrivacyClass": new.record.max_privacy_class,
         "label": new.record.label,
+        "defaultSourceTrust": new.record.default_source_trust,
     });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -646,7 +676,7 @@ pub async fn list_keys(
         .keys
         .list()
         .into_iter()
-        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "actorIds": r.actor_ids, "maxPrivacyClass": r.max_privacy_class, "label": r.label, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
+        .map(|r| json!({"keyId": r.key_id, "tenantId": r.tenant_id, "roles": r.roles, "actorIds": r.actor_ids, "maxPrivacyClass": r.max_privacy_class, "label": r.label, "defaultSourceTrust": r.default_source_trust, "createdAt": r.created_at, "revokedAt": r.revoked_at}))
         .collect();
     Ok(Json(json!({"keys": keys})))
 }

@@ -119,6 +119,10 @@ pub struct KeyRecord {
     /// records made before labels existed have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The `sourceTrust` a write with this key gets when it names none (records made before
+    /// this existed have none: such writes are `agent_inferred`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_source_trust: Option<crate::model::SourceTrust>,
 }
 
 /// Longest key label, in characters.
@@ -268,6 +272,7 @@ impl KeyStore {
             actor_ids: None,
             max_privacy_class: PrivacyClass::Sensitive,
             label: None,
+            default_source_trust: None,
         };
         self.insert_and_persist(record)?;
         Ok(Some(key_path))
@@ -364,6 +369,7 @@ impl KeyStore {
                 rec.roles.clone(),
                 limits,
             )
+            .with_default_trust(rec.default_source_trust)
         })
     }
 
@@ -375,6 +381,19 @@ impl KeyStore {
         roles: Vec<String>,
         limits: Limits,
         label: Option<String>,
+    ) -> Result<NewKey, KeyStoreError> {
+        self.create_trusting(tenant, roles, limits, label, None)
+    }
+
+    /// [`KeyStore::create`], with the `sourceTrust` writes by the key get when they name
+    /// none (`None`: `agent_inferred`). Blocking file I/O.
+    pub fn create_trusting(
+        &self,
+        tenant: &str,
+        roles: Vec<String>,
+        limits: Limits,
+        label: Option<String>,
+        default_source_trust: Option<crate::model::SourceTrust>,
     ) -> Result<NewKey, KeyStoreError> {
         let key_id = hex::encode(&digest(&random_token(16))[..8]);
         let key = format!("epi_{key_id}_{}", random_token(32));
@@ -388,6 +407,7 @@ impl KeyStore {
             actor_ids: limits.actor_ids,
             max_privacy_class: limits.max_privacy_class,
             label,
+            default_source_trust,
         };
         self.insert_and_persist(record.clone())?;
         Ok(NewKey { key, record })

@@ -29,7 +29,15 @@ impl Principal {
             tenant,
             roles,
             limits,
+            default_trust: None,
         }
+    }
+
+    /// The principal, whose writes that name no `sourceTrust` get `trust` (its key's
+    /// default).
+    pub fn with_default_trust(mut self, trust: Option<crate::model::SourceTrust>) -> Self {
+        self.default_trust = trust;
+        self
     }
 }
 
@@ -91,6 +99,7 @@ pub struct Principal {
     tenant: Option<String>,
     roles: Vec<String>,
     limits: Limits,
+    default_trust: Option<crate::model::SourceTrust>,
 }
 
 /// What a key may see beyond its tenant binding.
@@ -142,6 +151,7 @@ impl Principal {
             roles: self.roles.clone(),
             limits: self.limits.clone(),
             internal: false,
+            default_trust: self.default_trust,
         })
     }
 
@@ -157,6 +167,7 @@ impl Principal {
             roles: self.roles.clone(),
             limits: self.limits.clone(),
             internal: false,
+            default_trust: self.default_trust,
         })
     }
 
@@ -179,6 +190,8 @@ pub struct TenantGrant {
     limits: Limits,
     /// An in-process tool's grant (no key).
     internal: bool,
+    /// The `sourceTrust` its writes get when they name none.
+    default_trust: Option<crate::model::SourceTrust>,
 }
 
 impl TenantGrant {
@@ -208,6 +221,11 @@ impl TenantGrant {
     /// The most sensitive privacy class the key may read.
     pub fn max_privacy_class(&self) -> crate::model::PrivacyClass {
         self.limits.max_privacy_class
+    }
+
+    /// The `sourceTrust` the key's writes get when they name none (`None`: `agent_inferred`).
+    pub fn default_source_trust(&self) -> Option<crate::model::SourceTrust> {
+        self.default_trust
     }
 
     /// The actors the key is limited to, if any.
@@ -240,6 +258,7 @@ impl TenantGrant {
             roles: Vec::new(),
             limits: Limits::unlimited(),
             internal: true,
+            default_trust: None,
         }
     }
 
@@ -259,6 +278,7 @@ mod tests {
             tenant: tenant.map(str::to_string),
             roles: roles.iter().map(|r| r.to_string()).collect(),
             limits: Limits::unlimited(),
+            default_trust: None,
         }
     }
 

@@ -68,7 +68,7 @@ impl Engine {
             .zip(vectors)
             .zip(detected.into_iter().zip(types))
             .map(|((draft, vector), (detected, event_type))| async move {
-                let (input, derived) = draft.complete(&self.facts(detected, event_type));
+                let (input, derived) = draft.complete(&self.facts(grant, detected, event_type));
                 check_derived(&input, &self.config.limits)?;
                 let mut outcome = self.write_embedded(grant, input, vector, false).await?;
                 outcome.derived = derived;

@@ -41,7 +41,7 @@ impl Engine {
                 .run(move || detect(&summary))
                 .await
                 .map_err(Error::Internal)?;
-            let (input, derived) = draft.complete(&self.facts(detected, None));
+            let (input, derived) = draft.complete(&self.facts(grant, detected, None));
             check_derived(&input, &self.config.limits)?;
             let mut outcome = self.write(grant, input, wait_for).await?;
             outcome.derived = derived;
@@ -64,7 +64,7 @@ impl Engine {
             .await
             .map_err(Error::Internal)?;
         let event_type = Some(event_type);
-        let (input, derived) = draft.complete(&self.facts(detected, event_type));
+        let (input, derived) = draft.complete(&self.facts(grant, detected, event_type));
         check_derived(&input, &self.config.limits)?;
         let mut outcome = self.write_embedded(grant, input, vector, wait_for).await?;
         outcome.derived = derived;
@@ -73,14 +73,14 @@ impl Engine {
 
     pub(super) fn facts(
         &self,
+        grant: &TenantGrant,
         detected: Option<(PrivacyClass, Vec<String>)>,
         event_type: Option<(String, String)>,
     ) -> Facts {
         Facts {
             event_type,
             detected,
-            // Keys carry no default trust yet: an omitted trust is the agent's inference.
-            key_trust: None,
+            key_trust: grant.default_source_trust(),
             sensitive_retention_ms: SENSITIVE_RETENTION_MS,
             now: Timestamp::now(),
         }

@@ -117,7 +117,8 @@ pub struct EventWrite {
     pub project_id: Option<String>,
     /// What the event is about. Omitted: `[]`.
     pub resource_refs: Option<Vec<String>>,
-    /// Trust of the source. Omitted: `agent_inferred` (the writing agent's own inference).
+    /// Trust of the source. Omitted: the key's `defaultSourceTrust`, else `agent_inferred`
+    /// (the writing agent's own inference).
     pub source_trust: Option<SourceTrust>,
     /// The writer's confidence. Omitted: `medium`.
     pub confidence: Option<Confidence>,

@@ -345,3 +345,43 @@ async fn a_write_the_writer_cannot_see_says_so() {
     let (_, body) = app.write(&key, minimal("Dana renewed the plan")).await;
     assert!(body.get("visibleToWriter").is_none(), "{body}");
 }
+
+#[tokio::test]
+async fn a_key_with_a_default_trust_gives_it_to_writes_that_name_none() {
+    let app = App::new();
+    let (status, made) = app
+        .call(
+            "POST",
+            "/v1/admin/keys",
+            Some(crate::common::ADMIN),
+            Some(json!({"tenantId": "acme", "roles": ["writer", "reader"], "defaultSourceTrust": "tool_result"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["defaultSourceTrust"], "tool_result");
+    let key = made["key"].as_str().expect("key").to_string();
+    let (status, body) = app
+        .write(&key, minimal("The CI run for build 412 failed"))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["event"]["sourceTrust"], "tool_result");
+    assert_eq!(
+        derived(&body, "sourceTrust")["reason"],
+        "omitted: the key's default"
+    );
+    // A trust the write names wins.
+    let mut given = minimal("Dana said the build matters");
+    given["sourceTrust"] = json!("user_provided");
+    let (_, body) = app.write(&key, given).await;
+    assert_eq!(body["event"]["sourceTrust"], "user_provided");
+    let (status, bad) = app
+        .call(
+            "POST",
+            "/v1/admin/keys",
+            Some(crate::common::ADMIN),
+            Some(json!({"tenantId": "acme", "roles": ["writer"], "defaultSourceTrust": "trusted"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(bad["errors"][0]["field"], "defaultSourceTrust");
+}
