@@ -180,6 +180,26 @@ impl EventDraft {
         self.event_type.is_none()
     }
 
+    /// The event as given, if it gives every field (nothing to derive).
+    pub fn into_input(self) -> Option<EventInput> {
+        Some(EventInput {
+            event_id: self.event_id,
+            event_type: self.event_type?,
+            occurred_at: self.occurred_at,
+            actor_id: self.actor_id,
+            project_id: self.project_id,
+            resource_refs: self.resource_refs?,
+            summary: self.summary,
+            source_refs: self.source_refs,
+            source_trust: self.source_trust?,
+            confidence: self.confidence?,
+            privacy_class: self.privacy_class?,
+            retention: self.retention?,
+            supersedes_event_ids: self.supersedes_event_ids.unwrap_or_default(),
+            correction_path: self.correction_path,
+        })
+    }
+
     /// The complete event, and what was derived.
     pub fn complete(self, facts: &Facts) -> (EventInput, Vec<Derived>) {
         let mut out = Vec::new();

@@ -260,50 +260,15 @@ pub fn validate_event(
     .filter(|field| body.is_object() && absent(field))
     .map(|field| FieldError::new(field, "is required"))
     .collect();
-    let draft = match validate_draft(body, limits, now) {
-        Ok(draft) if missing.is_empty() => draft,
-        Ok(_) => return Err(missing),
+    match validate_draft(body, limits, now) {
+        // Every field present (an absent or null field is `None` in the draft): complete.
+        Ok(draft) => draft.into_input().ok_or(missing),
         Err(mut errors) => {
             errors.extend(missing);
             sort_like_body(&mut errors);
-            return Err(errors);
+            Err(errors)
         }
-    };
-    let EventDraft {
-        event_id,
-        event_type,
-        occurred_at,
-        actor_id,
-        project_id,
-        resource_refs,
-        summary,
-        source_refs,
-        source_trust,
-        confidence,
-        privacy_class,
-        retention,
-        supersedes_event_ids,
-        correction_path,
-    } = draft;
-    Ok(EventInput {
-        event_id,
-        event_type: event_type.unwrap_or_default(),
-        occurred_at,
-        actor_id,
-        project_id,
-        resource_refs: resource_refs.unwrap_or_default(),
-        summary,
-        source_refs,
-        source_trust: source_trust.unwrap_or(SourceTrust::AgentInferred),
-        confidence: confidence.unwrap_or(Confidence::Medium),
-        privacy_class: privacy_class.unwrap_or(PrivacyClass::Internal),
-        retention: retention.unwrap_or(Retention {
-            expires_at: None,
-            delete_on_request: true,
-        }),
-        supersedes_event_ids: supersedes_event_ids.unwrap_or_default(),
-        correction_path,
-    })
+    }
 }
 
 /// The order [`read_fields`] reads a body's fields in (its errors come in this order, after

@@ -57,6 +57,20 @@ async fn a_write_with_only_what_the_caller_knows_is_stored_with_its_derivations(
         .expect("reason")
         .starts_with("classified from the summary"));
 
+    // The README's quick tour: its minimal write is a stated preference.
+    let (status, body) = app
+        .write(&key, {
+            let mut b = minimal("The customer asked for renewal notices by email");
+            b["actorId"] = json!("user-1");
+            b
+        })
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        body["event"]["eventType"], "user_preference_stated",
+        "{body}"
+    );
+
     // A complete write derives nothing and says nothing of it.
     let mut full = minimal("Dana renewed the annual plan");
     for (k, v) in [
