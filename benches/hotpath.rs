@@ -169,6 +169,7 @@ fn tmp_base() -> PathBuf {
 fn build_scope(c: &Corpus, dir: &Path) -> ScopeIndex {
     let started = Instant::now();
     let (scope, _) = ScopeIndex::open(dir).expect("scope index");
+    let no_metadata = episodic::model::Metadata::default();
     for (i, a) in c.attrs.iter().enumerate() {
         let tenant = format!("t{}", a[0]);
         let actor = format!("a{}", a[1]);
@@ -186,6 +187,7 @@ fn build_scope(c: &Corpus, dir: &Path) -> ScopeIndex {
                 resource_refs: &resources,
                 occurred_at_ms: 1_700_000_000_000 + i as i64 * 1000,
                 text: &text,
+                metadata: &no_metadata,
             })
             .expect("add");
     }

@@ -29,6 +29,7 @@ impl Engine {
             return Ok(Vec::new());
         }
         let summaries: Vec<String> = drafts.iter().map(|d| d.summary.clone()).collect();
+        let metadata: Vec<_> = drafts.iter().map(|d| d.metadata.clone()).collect();
         let vectors = self.embed_many(summaries.clone()).await?;
         let needs: Vec<bool> = drafts.iter().map(EventDraft::needs_event_type).collect();
         let has_resources: Vec<bool> = drafts
@@ -45,7 +46,11 @@ impl Engine {
         let (detected, types) = self
             .cpu
             .run(move || {
-                let detected: Vec<_> = summaries.iter().map(|s| detect(s)).collect();
+                let detected: Vec<_> = summaries
+                    .iter()
+                    .zip(&metadata)
+                    .map(|(s, m)| detect(s, m))
+                    .collect();
                 let types: Vec<_> = summaries
                     .iter()
                     .zip(&vectors_for_types)

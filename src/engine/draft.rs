@@ -15,7 +15,7 @@
 use super::{Engine, Error, WriteOutcome};
 use crate::auth::TenantGrant;
 use crate::model::validate::check_derived;
-use crate::model::{EventDraft, Facts, PrivacyClass, Timestamp};
+use crate::model::{EventDraft, Facts, Metadata, PrivacyClass, Timestamp};
 use crate::observe::{prepare, privacy, Role};
 
 /// How long a `sensitive` event the server classed is kept: 30 days, as the observer keeps
@@ -33,12 +33,13 @@ impl Engine {
     ) -> Result<WriteOutcome, Error> {
         let limits = self.config.limits.clone();
         let summary = draft.summary.clone();
+        let metadata = draft.metadata.clone();
         if !draft.needs_event_type() {
             // Nothing needs the vector: complete, then the ordinary write decides before it
             // embeds (a denied write is never embedded; a retry is answered without).
             let detected = self
                 .cpu
-                .run(move || detect(&summary))
+                .run(move || detect(&summary, &metadata))
                 .await
                 .map_err(Error::Internal)?;
             let (input, derived) = draft.complete(&self.facts(grant, detected, None));
@@ -53,7 +54,7 @@ impl Engine {
         let ((detected, prepared), vector) = self
             .embed_made(move || {
                 let prepared = prepare(&summary, limits.max_summary_bytes);
-                ((detect(&summary), prepared), summary)
+                ((detect(&summary, &metadata), prepared), summary)
             })
             .await?;
         let v = vector.clone();
@@ -126,20 +127,30 @@ pub(super) fn classified(
     (c.verdict.event_type.to_string(), why)
 }
 
-/// The privacy detectors' class for `summary` and the kinds of signal found (`None`: none).
-pub(super) fn detect(summary: &str) -> Option<(PrivacyClass, Vec<String>)> {
-    let signals = privacy::detect(summary);
+/// The privacy detectors' class for a summary and its metadata's string values, and the
+/// kinds of signal found (`None`: none). A kind found in the metadata is named with its path
+/// (`metadata.contact: email`).
+pub(super) fn detect(summary: &str, metadata: &Metadata) -> Option<(PrivacyClass, Vec<String>)> {
+    let name = |k: privacy::SignalKind| {
+        serde_json::to_value(k)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let mut signals = privacy::detect(summary);
+    let mut kinds: Vec<String> = privacy::kinds(&signals).into_iter().map(name).collect();
+    for (path, value) in metadata.leaves() {
+        let Some(text) = value.as_str() else { continue };
+        let found = privacy::detect(text);
+        kinds.extend(
+            privacy::kinds(&found)
+                .into_iter()
+                .map(|k| format!("metadata.{path}: {}", name(k))),
+        );
+        signals.extend(found);
+    }
     if signals.is_empty() {
         return None;
     }
-    let kinds = privacy::kinds(&signals)
-        .into_iter()
-        .map(|k| {
-            serde_json::to_value(k)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        })
-        .collect();
     Some((privacy::class_of(&signals), kinds))
 }

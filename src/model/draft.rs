@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::event::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust};
+use super::metadata::Metadata;
 use super::time::Timestamp;
 
 /// A validated write whose derivable fields may be missing.
@@ -57,6 +58,8 @@ pub struct EventDraft {
     pub supersedes_event_ids: Option<Vec<String>>,
     /// How the correction was made.
     pub correction_path: Option<String>,
+    /// Free-form metadata (empty when omitted).
+    pub metadata: Metadata,
 }
 
 impl From<EventInput> for EventDraft {
@@ -76,6 +79,7 @@ impl From<EventInput> for EventDraft {
             retention: Some(e.retention),
             supersedes_event_ids: Some(e.supersedes_event_ids),
             correction_path: e.correction_path,
+            metadata: e.metadata,
         }
     }
 }
@@ -132,6 +136,11 @@ pub struct EventWrite {
     pub supersedes_event_ids: Option<Vec<String>>,
     /// How the correction was made, if any.
     pub correction_path: Option<String>,
+    /// Free-form metadata: an object of string, number and boolean values, nested at most 3
+    /// levels, at most 32 values and 4096 bytes. Stored, returned, exported and erased with
+    /// the event; every value is indexed, so `scope.metadata` filters by equality.
+    #[schema(value_type = Option<Object>, example = json!({"channel": "email", "ticket": {"priority": 2}}))]
+    pub metadata: Option<Metadata>,
     /// Optional; must be the key's tenant when given.
     pub tenant_id: Option<String>,
 }
@@ -166,6 +175,16 @@ pub struct Derived {
     pub reason: String,
 }
 
+/// Where the detectors found `kinds` (those found in the metadata name their path).
+fn found_in(kinds: &[String]) -> &'static str {
+    let in_metadata = |k: &String| k.starts_with("metadata.");
+    match (kinds.iter().any(in_metadata), kinds.iter().all(in_metadata)) {
+        (false, _) => "summary",
+        (true, true) => "metadata",
+        (true, false) => "summary and metadata",
+    }
+}
+
 fn derived(out: &mut Vec<Derived>, field: &str, value: Value, reason: impl Into<String>) {
     out.push(Derived {
         field: field.to_string(),
@@ -197,6 +216,7 @@ impl EventDraft {
             retention: self.retention?,
             supersedes_event_ids: self.supersedes_event_ids.unwrap_or_default(),
             correction_path: self.correction_path,
+            metadata: self.metadata,
         })
     }
 
@@ -251,7 +271,7 @@ impl EventDraft {
         });
         let (privacy_class, server_classed) = match (self.privacy_class, &facts.detected) {
             (None, Some((found, kinds))) => {
-                let why = format!("detected in the summary: {}", kinds.join(", "));
+                let why = format!("detected in the {}: {}", found_in(kinds), kinds.join(", "));
                 derived(&mut out, "privacyClass", json!(found), why);
                 (*found, true)
             }
@@ -261,14 +281,15 @@ impl EventDraft {
                     &mut out,
                     "privacyClass",
                     json!(class),
-                    "omitted, and nothing personal detected in the summary",
+                    "omitted, and nothing personal detected in the summary or metadata",
                 );
                 (class, true)
             }
             (Some(given), Some((found, kinds))) if *found > given => {
                 let why = format!(
-                    "raised from {} (given): detected in the summary: {}",
+                    "raised from {} (given): detected in the {}: {}",
                     given.as_str(),
+                    found_in(kinds),
                     kinds.join(", ")
                 );
                 derived(&mut out, "privacyClass", json!(found), why);
@@ -334,6 +355,7 @@ impl EventDraft {
             retention,
             supersedes_event_ids,
             correction_path: self.correction_path,
+            metadata: self.metadata,
         };
         (input, out)
     }
@@ -363,6 +385,7 @@ mod tests {
             retention: None,
             supersedes_event_ids: None,
             correction_path: None,
+            metadata: Metadata::default(),
         }
     }
 

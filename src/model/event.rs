@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::metadata::Metadata;
 use super::time::Timestamp;
 
 /// Where an event's evidence came from (the seed's `sourceTrust`).
@@ -250,6 +251,11 @@ pub struct EventInput {
     pub supersedes_event_ids: Vec<String>,
     /// How the correction was made, if any.
     pub correction_path: Option<String>,
+    /// Free-form metadata: string, number and boolean values, nested at most 3 levels, at
+    /// most 32 values and 4096 bytes; every value is indexed for `scope.metadata` filters.
+    #[serde(skip_serializing_if = "Metadata::is_empty", default)]
+    #[schema(value_type = Object)]
+    pub metadata: Metadata,
 }
 
 /// An event as stored in the log and returned to clients.
@@ -302,6 +308,10 @@ pub struct StoredEvent {
     /// Why the summary must be treated as data (instruction-like text, hidden characters).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub content_warnings: Vec<String>,
+    /// Free-form metadata, as written (omitted when none).
+    #[serde(skip_serializing_if = "Metadata::is_empty", default)]
+    #[schema(value_type = Object)]
+    pub metadata: Metadata,
 }
 
 impl StoredEvent {
@@ -332,6 +342,7 @@ impl EventInput {
             retention: e.retention.clone(),
             supersedes_event_ids: e.supersedes_event_ids.clone(),
             correction_path: (!e.correction_path.is_empty()).then(|| e.correction_path.clone()),
+            metadata: e.metadata.clone(),
         }
     }
 }
@@ -369,6 +380,7 @@ impl StoredEvent {
             status,
             superseded_by: None,
             superseded_at: None,
+            metadata: input.metadata,
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod draft;
 pub mod event;
 pub mod ident;
+pub mod metadata;
 pub mod request;
 pub mod schema;
 pub mod time;
@@ -17,4 +18,5 @@ pub use event::{
     Audience, Confidence, Decision, EventInput, EventStatus, PrivacyClass, Retention, SourceTrust,
     StoredEvent,
 };
+pub use metadata::Metadata;
 pub use time::Timestamp;

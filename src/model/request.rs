@@ -7,7 +7,7 @@
 //! `projectId`, `eventType`) passes the identifier rule of [`crate::model::ident`] and is
 //! matched in its NFC form, exactly as ids are stored.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{FieldError, Invalid};
 use crate::model::ident::{self, MAX_ID_BYTES};
+use crate::model::metadata::MetaFilter;
 use crate::model::Timestamp;
 
 /// Most results one recall may ask for.
@@ -46,6 +47,13 @@ pub struct Scope {
     /// Exclusive upper bound on `occurredAt`.
     #[serde(default)]
     pub occurred_before: Option<Timestamp>,
+    /// Metadata equality, e.g. `{"channel": "email", "ticket.priority": [1, 2]}`: each
+    /// dotted path must hold the value (or one of the listed values); strings, numbers and
+    /// booleans compare by kind and value (`"2"` is not `2`). Applied in the scope index,
+    /// before any scoring.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub metadata: BTreeMap<String, Value>,
 }
 
 /// A validated recall request: the body of `POST /v1/recall` (and of the MCP `recall` tool),
@@ -164,12 +172,39 @@ fn parse_scope(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Scope {
             ] {
                 normalize_ids(&format!("scope.{name}"), list, errors);
             }
+            scope.metadata = normalize_metadata("scope.metadata", &scope.metadata, errors);
             scope
         }
         Err(e) => {
             errors.push(FieldError::new("scope", e.to_string()));
             Scope::default()
         }
+    }
+}
+
+/// A scope's metadata filter, validated (every problem at its path) with its strings in NFC.
+fn normalize_metadata(
+    field: &str,
+    raw: &BTreeMap<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> BTreeMap<String, Value> {
+    let before = errors.len();
+    MetaFilter::parse(field, raw, errors);
+    if errors.len() > before {
+        return BTreeMap::new();
+    }
+    raw.iter()
+        .map(|(k, v)| (k.clone(), nfc_strings(v)))
+        .collect()
+}
+
+/// `v` with every string in NFC.
+fn nfc_strings(v: &Value) -> Value {
+    use unicode_normalization::UnicodeNormalization;
+    match v {
+        Value::String(s) => Value::String(s.nfc().collect()),
+        Value::Array(items) => Value::Array(items.iter().map(nfc_strings).collect()),
+        other => other.clone(),
     }
 }
 
@@ -304,7 +339,7 @@ pub struct TimelineQuery {
     pub as_of: Option<Timestamp>,
 }
 
-const TIMELINE_PARAMS: [&str; 9] = [
+const TIMELINE_PARAMS: [&str; 10] = [
     "actorId",
     "projectId",
     "eventType",
@@ -314,6 +349,7 @@ const TIMELINE_PARAMS: [&str; 9] = [
     "cursor",
     "includeSuperseded",
     "asOf",
+    "metadata",
 ];
 
 impl TimelineQuery {
@@ -371,6 +407,7 @@ impl TimelineQuery {
         let actor_ids = id_param(params, "actorId", &mut errors);
         let project_ids = id_param(params, "projectId", &mut errors);
         let event_types = id_param(params, "eventType", &mut errors);
+        let metadata = metadata_param(params, &mut errors);
         if !errors.is_empty() {
             return Err(Invalid(errors));
         }
@@ -382,12 +419,33 @@ impl TimelineQuery {
                 resource_refs: Vec::new(),
                 occurred_after: from,
                 occurred_before: to,
+                metadata,
             },
             limit,
             cursor,
             include_superseded,
             as_of,
         })
+    }
+}
+
+/// The timeline's `metadata` parameter: a JSON object, as a recall scope's `metadata`.
+fn metadata_param(
+    params: &HashMap<String, String>,
+    errors: &mut Vec<FieldError>,
+) -> BTreeMap<String, Value> {
+    let Some(raw) = params.get("metadata").filter(|v| !v.is_empty()) else {
+        return BTreeMap::new();
+    };
+    match serde_json::from_str::<BTreeMap<String, Value>>(raw) {
+        Ok(map) => normalize_metadata("metadata", &map, errors),
+        Err(_) => {
+            errors.push(FieldError::new(
+                "metadata",
+                "must be a JSON object such as {\"channel\":\"email\"}",
+            ));
+            BTreeMap::new()
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::draft::EventDraft;
 use super::event::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust};
+use super::metadata::Metadata;
 use super::time::Timestamp;
 use crate::error::{FieldError, Invalid};
 
@@ -273,7 +274,7 @@ pub fn validate_event(
 
 /// The order [`read_fields`] reads a body's fields in (its errors come in this order, after
 /// those of unknown and server-owned fields).
-const READ_ORDER: [&str; 15] = [
+const READ_ORDER: [&str; 16] = [
     "eventId",
     "eventType",
     "occurredAt",
@@ -289,6 +290,7 @@ const READ_ORDER: [&str; 15] = [
     "retention",
     "supersedesEventIds",
     "correctionPath",
+    "metadata",
 ];
 
 /// Orders field errors as a reader reports them (a stable sort: one field's errors keep
@@ -352,6 +354,7 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
     let retention = read_retention(r, now);
     let supersedes_event_ids = r.opt_str_list("supersedesEventIds");
     let correction_path = r.opt_str("correctionPath");
+    let metadata = read_metadata(r);
     Some(EventDraft {
         event_id: event_id?,
         event_type: event_type?,
@@ -367,7 +370,22 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
         retention: retention?,
         supersedes_event_ids: supersedes_event_ids?,
         correction_path,
+        metadata: metadata?,
     })
+}
+
+/// Empty when absent or null; `None` when invalid (each problem reported at its path).
+fn read_metadata(r: &mut Reader<'_>) -> Option<Metadata> {
+    match r.obj.get("metadata") {
+        None | Some(Value::Null) => Some(Metadata::default()),
+        Some(value) => match Metadata::parse(&r.path("metadata"), value) {
+            Ok(m) => Some(m),
+            Err(errors) => {
+                r.errors.extend(errors);
+                None
+            }
+        },
+    }
 }
 
 /// `Some(None)` when absent; `None` when invalid.

@@ -232,6 +232,7 @@ pub fn candidate_input(
         },
         supersedes_event_ids: Vec::new(),
         correction_path: None,
+        metadata: Default::default(),
     }
 }
 

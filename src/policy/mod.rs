@@ -232,11 +232,14 @@ impl WritePolicy {
     }
 }
 
-/// The first credential in the event's free-text and reference fields.
+/// The first credential in the event's free-text and reference fields and its metadata's
+/// string values.
 fn credential_in(event: &EventInput) -> Option<CredentialKind> {
+    let metadata = event.metadata.strings();
     std::iter::once(&event.summary)
         .chain(&event.source_refs)
         .chain(&event.resource_refs)
+        .chain(&metadata)
         .find_map(|t| credentials::first_kind(t))
 }
 
@@ -264,6 +267,7 @@ mod tests {
             },
             supersedes_event_ids: vec![],
             correction_path: None,
+            metadata: Default::default(),
         }
     }
 

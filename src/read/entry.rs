@@ -53,6 +53,7 @@ impl Entry {
             resource_refs: &self.event.resource_refs,
             occurred_at_ms: self.occurred_ms,
             text: &self.event.summary,
+            metadata: &self.event.metadata,
         }
     }
 

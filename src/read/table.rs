@@ -221,11 +221,11 @@ impl Table {
     }
 
     /// `filter` in the numbers of heads, so that it can be checked on a head without the
-    /// scope index; `None` when heads cannot decide it (it names resources, which heads do
-    /// not hold) or its tenant never had an event. Names never seen match nothing, as in
-    /// the index.
+    /// scope index; `None` when heads cannot decide it (it names resources or metadata,
+    /// which heads do not hold) or its tenant never had an event. Names never seen match
+    /// nothing, as in the index.
     pub fn head_filter(&self, filter: &ScopeFilter) -> Option<HeadFilter> {
-        if !filter.resource_refs.is_empty() {
+        if !filter.resource_refs.is_empty() || !filter.metadata.is_empty() {
             return None;
         }
         let numbers = |names: &Names, list: &[String]| {
@@ -620,6 +620,7 @@ pub(crate) mod tests {
                 resource_refs: Vec::new(),
                 occurred_after_ms: after.map(|m| i64::from(m) * 60_000),
                 occurred_before_ms: before.map(|m| i64::from(m) * 60_000),
+                metadata: Default::default(),
             };
             let Some(hf) = t.head_filter(&filter) else {
                 proptest::prop_assert!(t.tenant_number(&filter.tenant).is_none());

@@ -113,6 +113,7 @@ mod tests {
             superseded_by: None,
             superseded_at: None,
             content_warnings: vec![],
+            metadata: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use crate::index::scope::{matches, ScopeFilter};
+use crate::model::metadata::MetaFilter;
 use crate::model::request::Scope;
 use crate::model::Timestamp;
 use crate::read::{Access, Head, HeadFilter, Snapshot, Table, View, Visibility};
@@ -25,6 +26,8 @@ pub fn scope_filter(tenant: &str, scope: &Scope) -> ScopeFilter {
         resource_refs: scope.resource_refs.clone(),
         occurred_after_ms: scope.occurred_after.map(Timestamp::unix_millis),
         occurred_before_ms: scope.occurred_before.map(Timestamp::unix_millis),
+        // Validated when the request was parsed: no error is left to report.
+        metadata: MetaFilter::parse("scope.metadata", &scope.metadata, &mut Vec::new()),
     }
 }
 

@@ -289,6 +289,7 @@ mod tests {
                 superseded_by: None,
                 superseded_at: None,
                 content_warnings: vec![],
+                metadata: Default::default(),
             },
             input_hash: "h".into(),
             key_id: "k".into(),

@@ -50,7 +50,7 @@ pub fn event_input(
 /// omits them. `sourceTrust` is not among them: a correction is a new assertion by its
 /// writer, so an omitted trust follows the ordinary rule (`agent_inferred`) rather than
 /// borrowing the corrected event's.
-const CARRIED_OVER: [&str; 10] = [
+const CARRIED_OVER: [&str; 11] = [
     "eventType",
     "occurredAt",
     "actorId",
@@ -61,6 +61,7 @@ const CARRIED_OVER: [&str; 10] = [
     "confidence",
     "privacyClass",
     "retention",
+    "metadata",
 ];
 
 /// A partial correction of `target` (`POST /v1/events/{id}/correct`, the MCP

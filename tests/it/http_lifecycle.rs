@@ -463,9 +463,14 @@ async fn compaction_leaves_no_trace_of_deleted_content() {
         .write_ok(
             &key,
             with(
-                event("eve", &format!("Eve note {canary}"), T),
-                "resourceRefs",
-                json!(["e"]),
+                with(
+                    event("eve", &format!("Eve note {canary}"), T),
+                    "resourceRefs",
+                    json!(["e"]),
+                ),
+                // Erasure covers metadata, and its index terms, too.
+                "metadata",
+                json!({"note": format!("meta {canary}x")}),
             ),
         )
         .await;

@@ -20,6 +20,7 @@ mod http_governance;
 mod http_identifiers;
 mod http_langchain;
 mod http_lifecycle;
+mod http_metadata;
 mod http_minimal;
 mod http_observe;
 mod http_openapi;

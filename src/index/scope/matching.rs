@@ -17,6 +17,7 @@ pub fn matches(filter: &ScopeFilter, doc: &ScopeDoc<'_>) -> bool {
         && filter
             .occurred_before_ms
             .is_none_or(|b| doc.occurred_at_ms < b)
+        && filter.metadata.matches(doc.metadata)
 }
 
 /// Empty list = any; otherwise `value` must be in the list.

@@ -1,12 +1,12 @@
 //! Scope index: the first stage of scope-first retrieval.
 //!
 //! A tantivy index over the *scope* attributes of every event (tenant, actor,
-//! project, event type, resource references, occurrence time) plus the event
+//! project, event type, resource references, metadata values, occurrence time) plus the event
 //! summary text for BM25 lexical retrieval. Retrieval narrows the candidate set
 //! here, by exact scope predicates, BEFORE any vector scoring happens.
 //!
 //! # Invariants
-//! - Actor, project, type and resource terms are indexed qualified by the tenant
+//! - Actor, project, type, resource and metadata terms are indexed qualified by the tenant
 //!   ([`qualified`]), so each posting list holds one tenant's events only: a
 //!   narrow filter costs what its own tenant holds, not what every tenant sharing
 //!   an actor or project name holds (at 1M events the unqualified lists made a
@@ -65,6 +65,9 @@ use tantivy::{
 };
 use tracing::{debug, info};
 
+use crate::model::metadata::MetaFilter;
+use crate::model::Metadata;
+
 mod collect;
 mod mark;
 mod matching;
@@ -109,6 +112,8 @@ pub struct ScopeDoc<'a> {
     pub occurred_at_ms: i64,
     /// Event summary, indexed for BM25 lexical retrieval (not stored).
     pub text: &'a str,
+    /// Metadata: each leaf indexed as one tenant-qualified term (not stored).
+    pub metadata: &'a Metadata,
 }
 
 /// Scope predicate. Empty lists mean "any"; non-empty lists are any-of.
@@ -129,17 +134,23 @@ pub struct ScopeFilter {
     pub occurred_after_ms: Option<i64>,
     /// Exclusive upper bound: `occurred_at_ms < before`.
     pub occurred_before_ms: Option<i64>,
+    /// Metadata equality (empty = any): every path holds one of its values.
+    pub metadata: MetaFilter,
 }
 
 impl ScopeFilter {
     /// Whether the filter lists actors, projects or types and narrows by something else
     /// as well (another of those lists or a time range), and lists no resources: the
-    /// filters [`ScopeView::narrowest`] finds a clause of.
+    /// filters [`ScopeView::narrowest`] finds a clause of. (Resources and metadata are not
+    /// held by heads, which check the narrowest clause's events.)
     pub fn narrows_twice(&self) -> bool {
         let lists = [&self.actor_ids, &self.project_ids, &self.event_types];
         let listed = lists.iter().filter(|l| !l.is_empty()).count();
         let timed = self.occurred_after_ms.is_some() || self.occurred_before_ms.is_some();
-        self.resource_refs.is_empty() && listed > 0 && listed + usize::from(timed) >= 2
+        self.resource_refs.is_empty()
+            && self.metadata.is_empty()
+            && listed > 0
+            && listed + usize::from(timed) >= 2
     }
 }
 
@@ -226,6 +237,7 @@ struct Fields {
     occurred_at: Field,
     text: Field,
     pair: Field,
+    meta: Field,
 }
 
 /// Builds the schema and returns it with its field handles.
@@ -249,6 +261,8 @@ fn build_schema() -> (Schema, Fields) {
         text: b.add_text_field("text", text_options),
         // An index built before pairs has no such field and is rebuilt from the log.
         pair: b.add_text_field("tenant_pair", STRING),
+        // Likewise an index built before metadata.
+        meta: b.add_text_field("tenant_meta", STRING),
     };
     (b.build(), fields)
 }
@@ -554,6 +568,9 @@ impl ScopeIndex {
         }
         d.add_i64(f.occurred_at, doc.occurred_at_ms);
         d.add_text(f.text, doc.text);
+        for term in doc.metadata.terms() {
+            d.add_text(f.meta, qualified(tenant, &term));
+        }
         let (actor, kind) = (doc.actor, doc.event_type);
         d.add_text(f.pair, qualified(tenant, &pair(ACTOR_TYPE, actor, kind)));
         if let Some(project) = doc.project {
@@ -569,8 +586,8 @@ impl ScopeIndex {
         d
     }
 
-    /// Builds the scope query: each non-empty any-of group (its terms qualified by the
-    /// tenant) or, without any, the tenant; AND the time range.
+    /// Builds the scope query: each non-empty any-of group and each metadata path (their
+    /// terms qualified by the tenant) or, without any, the tenant; AND the time range.
     fn filter_query(&self, filter: &ScopeFilter) -> Box<dyn Query> {
         let f = &self.fields;
         if is_empty_range(filter) {
@@ -593,6 +610,15 @@ impl ScopeIndex {
                     any_of(terms.collect(), IndexRecordOption::Basic),
                 ));
             }
+        }
+        for (_, values) in &filter.metadata.clauses {
+            let terms = values
+                .iter()
+                .map(|v| Term::from_field_text(f.meta, &qualified(&filter.tenant, v)));
+            clauses.push((
+                Occur::Must,
+                any_of(terms.collect(), IndexRecordOption::Basic),
+            ));
         }
         if clauses.is_empty() {
             let tenant = Term::from_field_text(f.tenant, &filter.tenant);

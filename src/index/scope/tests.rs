@@ -15,6 +15,7 @@ struct Ev {
     resources: Vec<String>,
     at: i64,
     text: String,
+    metadata: Metadata,
 }
 
 impl Ev {
@@ -28,6 +29,7 @@ impl Ev {
             resource_refs: &self.resources,
             occurred_at_ms: self.at,
             text: &self.text,
+            metadata: &self.metadata,
         }
     }
 }
@@ -42,6 +44,7 @@ fn ev(doc: u32, tenant: &str, actor: &str, project: Option<&str>, ty: &str, at: 
         resources: Vec::new(),
         at,
         text: String::new(),
+        metadata: Metadata::default(),
     }
 }
 
@@ -560,6 +563,27 @@ fn subset(alphabet: &'static [&'static str]) -> impl Strategy<Value = Vec<String
     proptest::collection::vec(pick(alphabet), 0..3)
 }
 
+/// Metadata the generated events carry (the empty object most often).
+const META_DOCS: [&str; 6] = [
+    "{}",
+    "{}",
+    r#"{"k": "v1"}"#,
+    r#"{"k": "v2", "n": 1}"#,
+    r#"{"n": 1.0, "o": {"b": true}}"#,
+    r#"{"k": "1", "o": {"b": false}}"#,
+];
+
+/// Metadata filters the generated filters carry (none most often).
+const META_FILTERS: [&str; 7] = [
+    "{}",
+    "{}",
+    "{}",
+    r#"{"k": "v1"}"#,
+    r#"{"k": ["v2", "1"]}"#,
+    r#"{"n": 1}"#,
+    r#"{"o.b": true, "k": "v1"}"#,
+];
+
 fn arb_ev() -> impl Strategy<Value = Ev> {
     (
         pick(&["t0", "t1"]),
@@ -568,17 +592,22 @@ fn arb_ev() -> impl Strategy<Value = Ev> {
         pick(&["x", "y", "z"]),
         subset(&["r0", "r1", "r2", "r3"]),
         -5i64..100,
+        0usize..META_DOCS.len(),
     )
-        .prop_map(|(tenant, actor, project, event_type, resources, at)| Ev {
-            doc: 0,
-            tenant,
-            actor,
-            project,
-            event_type,
-            resources,
-            at,
-            text: String::new(),
-        })
+        .prop_map(
+            |(tenant, actor, project, event_type, resources, at, m)| Ev {
+                doc: 0,
+                tenant,
+                actor,
+                project,
+                event_type,
+                resources,
+                at,
+                text: String::new(),
+                metadata: Metadata::parse("metadata", &serde_json::from_str(META_DOCS[m]).unwrap())
+                    .unwrap(),
+            },
+        )
 }
 
 fn arb_filter() -> impl Strategy<Value = ScopeFilter> {
@@ -590,8 +619,9 @@ fn arb_filter() -> impl Strategy<Value = ScopeFilter> {
         subset(&["r0", "r1", "r2", "r3", "r9"]),
         proptest::option::of(-10i64..110),
         proptest::option::of(-10i64..110),
+        0usize..META_FILTERS.len(),
     )
-        .prop_map(|(tenant, a, p, t, r, after, before)| ScopeFilter {
+        .prop_map(|(tenant, a, p, t, r, after, before, m)| ScopeFilter {
             tenant,
             actor_ids: a,
             project_ids: p,
@@ -599,6 +629,11 @@ fn arb_filter() -> impl Strategy<Value = ScopeFilter> {
             resource_refs: r,
             occurred_after_ms: after,
             occurred_before_ms: before,
+            metadata: MetaFilter::parse(
+                "scope.metadata",
+                &serde_json::from_str(META_FILTERS[m]).unwrap(),
+                &mut Vec::new(),
+            ),
         })
 }
 
@@ -668,6 +703,7 @@ fn measure_latency() {
         let project = format!("p{}", i % 20);
         let res = vec![format!("file:{}", i % 1000)];
         let text = format!("event number {i} about topic{} and billing", i % 100);
+        let no_metadata = Metadata::default();
         let doc = ScopeDoc {
             doc: i,
             tenant: &tenant,
@@ -677,6 +713,7 @@ fn measure_latency() {
             resource_refs: &res,
             occurred_at_ms: i64::from(i) * 1000,
             text: &text,
+            metadata: &no_metadata,
         };
         index.add(&doc).unwrap();
         if i % 10_000 == 9_999 {
@@ -724,4 +761,76 @@ fn time(label: &str, iters: u32, mut f: impl FnMut() -> usize) {
     }
     let per = start.elapsed() / iters;
     println!("{label}: {hits} hits, {per:?}/query");
+}
+
+/// What metadata costs the index per event: run with
+/// `cargo test --release --lib metadata_index_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn metadata_index_cost() {
+    fn dir_bytes(p: &std::path::Path) -> u64 {
+        std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
+    }
+    let n = 100_000u32;
+    let mut sizes = Vec::new();
+    for with_metadata in [false, true] {
+        let (dir, index) = open_tmp();
+        for i in 0..n {
+            let tenant = format!("t{}", i % 10);
+            let actor = format!("actor{}", i % 200);
+            let text = format!("event number {i} about topic{} and billing", i % 100);
+            let metadata = if with_metadata {
+                let v = json_metadata(i);
+                Metadata::parse("metadata", &v).unwrap()
+            } else {
+                Metadata::default()
+            };
+            let doc = ScopeDoc {
+                doc: i,
+                tenant: &tenant,
+                actor: &actor,
+                project: None,
+                event_type: "note",
+                resource_refs: &[],
+                occurred_at_ms: i64::from(i) * 1000,
+                text: &text,
+                metadata: &metadata,
+            };
+            index.add(&doc).unwrap();
+        }
+        index.commit(u64::from(n)).unwrap();
+        index.merge_all().unwrap();
+        sizes.push(dir_bytes(dir.path()));
+    }
+    let per_event = (sizes[1] as f64 - sizes[0] as f64) / f64::from(n);
+    println!(
+        "index bytes: {} without metadata, {} with 4 leaves per event: +{per_event:.1} bytes/event",
+        sizes[0], sizes[1]
+    );
+    // Memory: each live event holds its metadata's compact JSON text (plus a 16-byte pointer
+    // in every event, and the allocator's rounding).
+    let text: usize = (0..n)
+        .map(|i| {
+            let m = Metadata::parse("metadata", &json_metadata(i)).unwrap();
+            m.text().map_or(0, str::len)
+        })
+        .sum();
+    println!(
+        "memory: {:.1} bytes/event of metadata text",
+        text as f64 / f64::from(n)
+    );
+}
+
+/// Four leaves: a channel of 3 values, a ticket number unique per event, a priority of 5
+/// values and a flag.
+fn json_metadata(i: u32) -> serde_json::Value {
+    let channel = ["email", "sms", "chat"][(i % 3) as usize];
+    serde_json::json!({
+        "channel": channel,
+        "ticket": {"id": format!("T-{i}"), "priority": i % 5},
+        "open": i.is_multiple_of(2),
+    })
 }

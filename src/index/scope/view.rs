@@ -43,6 +43,7 @@ impl ScopeView<'_> {
         let single = lists.next();
         let simple = lists.next().is_none()
             && filter.resource_refs.is_empty()
+            && filter.metadata.is_empty()
             && filter.occurred_after_ms.is_none()
             && filter.occurred_before_ms.is_none();
         if !simple {
