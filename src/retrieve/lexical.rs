@@ -1,13 +1,13 @@
 //! BM25 in scope: the query's word matches, searched once per recall on the snapshot's
 //! searcher and shared by the candidate paths and the scoring.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use super::scope::{index_error, SearchError};
 use super::score::RankCtx;
-use crate::index::scope::{best_hits, ScopeFilter};
-use crate::read::{Head, Snapshot};
+use crate::index::scope::{best_hits, matches, ScopeFilter};
+use crate::read::{Head, Snapshot, Table};
 
 /// The BM25 matches of a recall's query text in its scope, searched once on first use and
 /// shared by the candidate paths that add the best of them and by the ranking that scores
@@ -30,16 +30,36 @@ impl<'a> Bm25<'a> {
         }
     }
 
-    /// Every committed match, `(doc, score)` in no particular order.
+    /// Every match in scope, `(doc, score)` in no particular order: committed ones from the
+    /// index, and the fresh tail's (at or above the snapshot's watermark, not committed yet)
+    /// scored from memory as the index will score them ([`ScopeView::lexical_fresh`]), so a
+    /// write ranks lexically the moment it is acknowledged.
+    ///
+    /// [`ScopeView::lexical_fresh`]: crate::index::scope::ScopeView::lexical_fresh
     pub(super) fn all(&self) -> Result<&[(u32, f32)], SearchError> {
         if let Some(hits) = self.hits.get() {
             return Ok(hits);
         }
-        let hits = self
+        let mut hits = self
             .snap
             .scope
             .lexical_all(self.filter, self.text)
             .map_err(index_error)?;
+        let table: &Table = &self.snap.table;
+        let fresh: Vec<(u32, &str)> = table
+            .live_from(self.snap.watermark)
+            .filter(|e| matches(self.filter, &e.scope_doc()))
+            .map(|e| (e.doc, e.event.summary.as_str()))
+            .collect();
+        if !fresh.is_empty() {
+            let committed: HashSet<u32> = hits.iter().map(|(d, _)| *d).collect();
+            let scored = self
+                .snap
+                .scope
+                .lexical_fresh(self.text, &fresh)
+                .map_err(index_error)?;
+            hits.extend(scored.into_iter().filter(|(d, _)| !committed.contains(d)));
+        }
         Ok(self.hits.get_or_init(|| hits))
     }
 
@@ -50,7 +70,7 @@ impl<'a> Bm25<'a> {
 }
 
 /// BM25 of each event of `set` for the query text, restricted to the scope (0 for events not
-/// matching any term and for events newer than the last scope-index refresh).
+/// matching any term; fresh events are scored from memory, see [`Bm25::all`]).
 pub(super) fn lexical_scores(ctx: &RankCtx<'_>, set: &[Head]) -> Result<Vec<f32>, SearchError> {
     let mut out = vec![0.0; set.len()];
     if ctx.rank.lexical_share <= 0.0 || set.is_empty() {

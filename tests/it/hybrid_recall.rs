@@ -366,3 +366,58 @@ async fn a_name_the_query_gives_selects_the_actor_not_the_events_that_mention_it
         .semantic_query(&grant("globex"), "What did Caroline paint?", rank);
     assert_eq!(text, "What did Caroline paint?");
 }
+
+/// Index refreshes far apart: every write stays in the fresh tail until the test refreshes.
+fn slow_refresh(dir: &Path) -> EngineConfig {
+    let mut c = config(dir);
+    c.writer.refresh_interval = std::time::Duration::from_secs(3600);
+    c
+}
+
+#[tokio::test]
+async fn a_fresh_write_ranks_lexically_as_it_will_once_committed() {
+    let app = App::open_in(tempfile::tempdir().expect("tempdir"), slow_refresh);
+    let key = app.key("acme").await;
+    for (actor, summary) in [
+        (
+            "user:dana",
+            "Dana asked for the quarterly invoice to be resent",
+        ),
+        ("user:erin", "Erin moved the team standup to Tuesdays"),
+        ("user:sam", "Sam wants the weekly report as a PDF"),
+        ("user:erin", "Erin reported the VPN dropping twice an hour"),
+    ] {
+        app.write_ok(&key, event(actor, summary, "2026-06-01T09:00:00Z"))
+            .await;
+    }
+    app.engine.refresh().await.expect("refresh");
+    let fresh = "Erin wants weekly digest emails";
+    app.write_ok(&key, event("user:erin", fresh, "2026-06-02T09:00:00Z"))
+        .await;
+    let query = json!({"query": "When does Erin want digests?", "limit": 5});
+    let before = app.recall(&key, query.clone()).await;
+    assert_eq!(before["results"][0]["event"]["summary"], fresh, "{before}");
+    let bm25_before = part(hit(&before, fresh), "bm25");
+    assert!(
+        bm25_before > 0.0,
+        "the fresh event matched no word: {before}"
+    );
+    assert_parts_sum_to_score(hit(&before, fresh));
+
+    app.engine.refresh().await.expect("refresh");
+    let after = app.recall(&key, query).await;
+    let order = |r: &Value| -> Vec<String> {
+        r["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|h| h["event"]["summary"].as_str().expect("summary").to_string())
+            .collect()
+    };
+    assert_eq!(order(&before), order(&after), "{before}\n{after}");
+    let bm25_after = part(hit(&after, fresh), "bm25");
+    assert!(
+        (bm25_before - bm25_after).abs() < 1e-4,
+        "fresh {bm25_before} vs committed {bm25_after}"
+    );
+}

@@ -480,6 +480,41 @@ fn text_fixture() -> (tempfile::TempDir, ScopeIndex) {
 }
 
 #[test]
+fn fresh_documents_score_as_they_will_once_committed() {
+    let (_d, index) = text_fixture();
+    let fresh = [
+        (10u32, "Billing digest emails go out weekly for billing"),
+        (11, "Erin wants weekly digest emails"),
+        (12, "Nothing in common here"),
+    ];
+    for query in ["billing digest", "When does Erin want digests?", "weekly"] {
+        let scored = index.view().lexical_fresh(query, &fresh).unwrap();
+        for &(doc, text) in &fresh {
+            let mut e = ev(doc, "t1", "a", None, "note", 0);
+            e.text = text.into();
+            index.add(&e.as_doc()).unwrap();
+        }
+        index.commit(6).unwrap();
+        let committed = index.view().lexical_all(&tenant("t1"), query).unwrap();
+        for &(doc, _) in &fresh {
+            let before = scored.iter().find(|h| h.0 == doc).map(|h| h.1);
+            let after = committed.iter().find(|h| h.0 == doc).map(|h| h.1);
+            match (before, after) {
+                (Some(b), Some(a)) => assert!((a - b).abs() < 1e-5, "{query}: {doc} {b} vs {a}"),
+                (None, None) => {}
+                other => panic!("{query}: doc {doc} scored {other:?} before/after commit"),
+            }
+        }
+        assert!(scored.iter().any(|h| h.1 > 0.0), "{query}: {scored:?}");
+        for &(doc, _) in &fresh {
+            index.delete(doc).unwrap();
+        }
+        index.commit(7).unwrap();
+        index.merge_all().unwrap();
+    }
+}
+
+#[test]
 fn lexical_ranks_and_is_scoped() {
     let (_d, index) = text_fixture();
     let hits = index.view().lexical(&tenant("t1"), "billing", 10).unwrap();

@@ -2,6 +2,8 @@
 //! through it sees the same documents in every search.
 
 use super::*;
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
 
 /// One commit of a [`ScopeIndex`], as one searcher sees it: a read that searches through
 /// one view (a recall, a timeline page) sees the same documents in every search.
@@ -179,6 +181,106 @@ impl ScopeView<'_> {
         self.searcher
             .search(&query, &collector)
             .map_err(|e| self.index.err(e))
+    }
+}
+
+impl ScopeView<'_> {
+    /// BM25 of documents not committed yet (the fresh tail, `(internal id, summary)`, each
+    /// already in the caller's scope) for `query`, as `(internal id, score)` for those
+    /// matching a term. Each is scored as tantivy scores a committed one (per query term,
+    /// its [`Bm25Weight`] at the document's quantized length and term frequency, summed), with
+    /// the statistics of the committed documents plus these: a fresh event ranks as it will
+    /// once committed, instead of lexically unmatched until the next refresh.
+    pub fn lexical_fresh(
+        &self,
+        query: &str,
+        docs: &[(u32, &str)],
+    ) -> Result<Vec<(u32, f32)>, ScopeIndexError> {
+        let terms = self.index.text_terms(query)?;
+        if terms.is_empty() || docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let words: Vec<String> = terms
+            .iter()
+            .filter_map(|t| t.value().as_str().map(str::to_string))
+            .collect();
+        let mut analyzer = self
+            .index
+            .index
+            .tokenizer_for_field(self.index.fields.text)
+            .map_err(|e| self.index.err(e))?;
+        // Per document: its length in tokens and each query word's frequency.
+        let counted: Vec<(u32, u32, Vec<u32>)> = docs
+            .iter()
+            .map(|&(doc, text)| {
+                let mut tf = vec![0u32; words.len()];
+                let mut len = 0u32;
+                analyzer.token_stream(text).process(&mut |token| {
+                    len += 1;
+                    if let Some(i) = words.iter().position(|w| *w == token.text) {
+                        tf[i] += 1;
+                    }
+                });
+                (doc, len, tf)
+            })
+            .collect();
+        let stats = WithFresh {
+            searcher: &self.searcher,
+            docs: counted.len() as u64,
+            tokens: counted.iter().map(|(_, len, _)| u64::from(*len)).sum(),
+            terms: &terms,
+            doc_freq: (0..words.len())
+                .map(|i| counted.iter().filter(|(_, _, tf)| tf[i] > 0).count() as u64)
+                .collect(),
+        };
+        let weights = terms
+            .iter()
+            .map(|t| Bm25Weight::for_terms(&stats, std::slice::from_ref(t)))
+            .collect::<tantivy::Result<Vec<_>>>()
+            .map_err(|e| self.index.err(e))?;
+        Ok(counted
+            .into_iter()
+            .filter(|(_, _, tf)| tf.iter().any(|f| *f > 0))
+            .map(|(doc, len, tf)| {
+                let norm = FieldNormReader::fieldnorm_to_id(len);
+                let score = weights
+                    .iter()
+                    .zip(&tf)
+                    .filter(|(_, f)| **f > 0)
+                    .map(|(w, f)| w.score(norm, *f))
+                    .sum();
+                (doc, score)
+            })
+            .collect())
+    }
+}
+
+/// BM25 statistics of the committed documents plus fresh ones ([`ScopeView::lexical_fresh`]).
+struct WithFresh<'s> {
+    searcher: &'s Searcher,
+    docs: u64,
+    tokens: u64,
+    terms: &'s [Term],
+    /// Fresh documents holding each of `terms`.
+    doc_freq: Vec<u64>,
+}
+
+impl Bm25StatisticsProvider for WithFresh<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        Ok(self.searcher.total_num_tokens(field)? + self.tokens)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(Bm25StatisticsProvider::total_num_docs(self.searcher)? + self.docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let fresh = self
+            .terms
+            .iter()
+            .position(|t| t == term)
+            .map_or(0, |i| self.doc_freq[i]);
+        Ok(self.searcher.doc_freq(term)? + fresh)
     }
 }
 
