@@ -25,12 +25,13 @@ use crate::wire::Problem;
 /// Most audit entries one page may hold.
 const MAX_AUDIT_LIMIT: usize = 1000;
 
-/// `DELETE /v1/events/{eventId}` (operator): a deletion receipt.
+/// `DELETE /v1/events/{eventId}` (operator, or writer for the key's own writes): a deletion
+/// receipt.
 #[utoipa::path(
     delete,
     path = "/v1/events/{eventId}",
     tag = "events",
-    summary = "Delete an event (idempotent receipt)",
+    summary = "Delete an event (operator; a writer its own key's writes); idempotent receipt",
     params(("eventId" = String, Path, description = "Event id")),
     responses(
         (status = 200, description = "deletion receipt", body = crate::engine::Receipt),
@@ -44,7 +45,7 @@ pub async fn delete_event(
     Auth(principal): Auth,
     Path(event_id): Path<String>,
 ) -> Result<Json<Value>, Problem> {
-    let grant = principal.grant(roles::OPERATOR)?;
+    let grant = principal.deletion_grant()?;
     let receipt = state.engine(&grant)?.delete(&grant, &event_id).await?;
     Ok(Json(json!(receipt)))
 }

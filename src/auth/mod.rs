@@ -155,6 +155,14 @@ impl Principal {
         })
     }
 
+    /// A grant to delete events: with the operator role (every event the key sees), else
+    /// with the writer role (the engine then lets it forget only what its own key wrote);
+    /// without either, 403 naming the operator role.
+    pub fn deletion_grant(&self) -> Result<TenantGrant, AuthError> {
+        self.grant(roles::OPERATOR)
+            .or_else(|missing| self.grant(roles::WRITER).map_err(|_| missing))
+    }
+
     /// A tenant-bound grant whatever the roles (for routes that check a role per item, such
     /// as review decisions, which need the event's approver role).
     pub fn tenant_grant(&self) -> Result<TenantGrant, AuthError> {

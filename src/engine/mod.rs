@@ -470,6 +470,9 @@ impl Engine {
                 .pop()
                 .ok_or_else(|| Error::NotFound(event_id.to_string())),
             DeleteReply::NotFound(id) => Err(Error::NotFound(id)),
+            DeleteReply::NeedsOperator => {
+                Err(Error::MissingRole(crate::auth::roles::OPERATOR.to_string()))
+            }
             DeleteReply::Unavailable(e) => Err(e.into()),
         }
     }

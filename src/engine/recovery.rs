@@ -360,6 +360,7 @@ fn plan(image: &LogImage, trail: &TrailImage, report: &mut RecoveryReport) -> Ve
                     event_id: id.clone(),
                     deleted_at: now,
                     audience: None,
+                    writer: None,
                 }));
                 next_doc += 1;
                 let t = report.tenants.entry(tenant.clone()).or_default();

@@ -178,7 +178,7 @@ pub async fn call(
             Ok(Output::json(json!(event)))
         }
         Tool::ForgetEvent => {
-            let grant = principal.grant(roles::OPERATOR)?;
+            let grant = principal.deletion_grant()?;
             let event_id = event_id_arg(args)?;
             let receipt = state.engine(&grant)?.delete(&grant, &event_id).await?;
             Ok(Output::json(json!(receipt)))

@@ -90,6 +90,8 @@ pub struct Tombstone {
     pub unpurged: bool,
     /// Who could see the event (`None` when a log of an older version did not keep it).
     pub audience: Option<crate::model::Audience>,
+    /// The key that wrote it (`None` when a log of an older version did not keep it).
+    pub writer: Option<String>,
 }
 
 /// One internal id's state.

@@ -388,6 +388,7 @@ impl Table {
             deleted_at: at,
             unpurged: true,
             audience: Some(entry.event.audience()),
+            writer: Some(entry.key_id.clone()),
         });
         self.live -= 1;
         Some(entry)

@@ -132,6 +132,22 @@ impl<'a> Visible<'a> {
         }
     }
 
+    /// What the grant's key finds among its own writes under `id` (or the id it was
+    /// namespaced to, as [`Self::lookup`]), whether or not the grant sees them: a key may
+    /// forget what it wrote. Nothing of another key's writes is found here.
+    pub fn own(&self, id: &str) -> Seen<'a> {
+        let key = self.grant.key_id();
+        let mine = |id: &str| match self.table.lookup(self.grant.tenant(), id) {
+            Lookup::Live(e) if e.key_id == key => Seen::Live(e),
+            Lookup::Deleted(t) if t.writer.as_deref() == Some(key) => Seen::Deleted(t),
+            Lookup::Live(_) | Lookup::Deleted(_) | Lookup::Missing => Seen::Absent,
+        };
+        match mine(id) {
+            Seen::Absent if !id.contains(NAMESPACE_MARK) => mine(&format!("{id}{}", self.alias())),
+            found => found,
+        }
+    }
+
     /// The visible live event found under `id` ([`Self::lookup`]).
     pub fn live(&self, id: &str) -> Option<&'a Arc<Entry>> {
         match self.lookup(id) {

@@ -137,6 +137,10 @@ pub struct TombstoneRecord {
     /// event learn of its deletion (absent in records of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<crate::model::Audience>,
+    /// The key that wrote the event, so that it may ask again for the receipt of an event it
+    /// forgot without seeing (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
 }
 
 /// An event write as logged.
@@ -323,6 +327,7 @@ mod tests {
                 tenant_id: "t".into(),
                 event_id: "a".into(),
                 deleted_at: at,
+                writer: None,
                 audience: Some(crate::model::Audience {
                     actor_id: "user-1".into(),
                     privacy_class: crate::model::PrivacyClass::Private,
@@ -334,6 +339,7 @@ mod tests {
                 event_id: "b".into(),
                 deleted_at: at,
                 audience: None,
+                writer: None,
             }),
             Record::Marker,
         ];

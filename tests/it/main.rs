@@ -16,6 +16,7 @@ mod http_auth;
 mod http_batch;
 mod http_cors;
 mod http_edges;
+mod http_forget;
 mod http_governance;
 mod http_identifiers;
 mod http_langchain;

@@ -146,6 +146,7 @@ pub(crate) fn apply_tombstone(
         deleted_at: t.deleted_at,
         unpurged: false,
         audience: t.audience,
+        writer: t.writer,
     });
     Ok(())
 }

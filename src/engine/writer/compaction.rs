@@ -220,6 +220,7 @@ pub(super) fn slot_record(
                 event_id: t.event_id.clone(),
                 deleted_at: t.deleted_at,
                 audience: t.audience.clone(),
+                writer: t.writer.clone(),
             };
             Some((t.seq, Record::Tombstone(rec)))
         }

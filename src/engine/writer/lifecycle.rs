@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{apply_delete, Writer, WriterError};
 use crate::audit::{AuditAction, AuditEntry};
-use crate::auth::TenantGrant;
+use crate::auth::{roles, TenantGrant};
 use crate::engine::logged::delete_entry;
 use crate::engine::partitions;
 use crate::engine::shared::ALL_TENANTS;
@@ -39,6 +39,8 @@ pub enum DeleteReply {
     Deleted(Vec<Receipt>),
     /// An id does not exist in the tenant.
     NotFound(String),
+    /// A key that may read the event, without the operator role, named another key's event.
+    NeedsOperator,
     /// The log could not be written.
     Unavailable(WriterError),
 }
@@ -79,6 +81,13 @@ fn receipt(t: &Tombstone) -> Receipt {
 
 impl Writer {
     /// Deletes `ids` of `tenant`; already-deleted ids return their original receipt.
+    ///
+    /// Which ids a grant may name: with the operator role, every event it sees; with any
+    /// role, the events its own key wrote, seen or not (a writer may forget what it wrote,
+    /// including a write stored above what its key may read). Another key's event is refused
+    /// for want of the operator role when the grant may read it anyway (the reader role, and
+    /// the event in sight), and unknown otherwise, so a deletion never confirms that an event
+    /// the key may not read exists.
     pub(super) fn delete(
         &mut self,
         grant: &TenantGrant,
@@ -102,7 +111,18 @@ impl Writer {
                         Lookup::Missing => Seen::Absent,
                     }
                 } else {
-                    view.lookup(id)
+                    match (grant.has_role(roles::OPERATOR), view.own(id)) {
+                        (true, Seen::Absent) => view.lookup(id),
+                        (false, Seen::Absent) => {
+                            let readable = grant.has_role(roles::READER)
+                                && !matches!(view.lookup(id), Seen::Absent);
+                            if readable {
+                                return DeleteReply::NeedsOperator;
+                            }
+                            Seen::Absent
+                        }
+                        (_, own) => own,
+                    }
                 };
                 match seen {
                     Seen::Live(e) => {

@@ -125,6 +125,12 @@ impl Writer {
             match self.delete(&grant, tenant, &ids, key_id, DeleteReason::PolicyDenied) {
                 DeleteReply::Deleted(mut r) => receipts.append(&mut r),
                 DeleteReply::NotFound(id) => return Err(WriterError::Vanished { id }),
+                // The all-tenant grant deletes by tenant and id, never refused for a role.
+                DeleteReply::NeedsOperator => {
+                    return Err(WriterError::Vanished {
+                        id: ids.first().cloned().unwrap_or_default(),
+                    })
+                }
                 DeleteReply::Unavailable(e) => return Err(e),
             }
         }
