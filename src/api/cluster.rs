@@ -149,7 +149,7 @@ pub async fn cluster_status(
     tag = "admin",
     summary = "Move a shard to another node",
     params(("shard" = u32, Path, description = "the shard")),
-    request_body = Object,
+    request_body(content = Object, description = "`to`: the id of the live node to move the shard to", example = json!({"to": "node-b"})),
     responses(
         (status = 200, description = "the target serves the shard now", body = Object),
         (status = 202, description = "handed off; the target has not taken it yet", body = Object),

@@ -23,6 +23,7 @@ use crate::wire::Problem;
 /// Request body: the retriever's input key is `message`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"message": "How does Dana want renewal notices?", "limit": 5, "scope": {"actorIds": ["user:dana"]}}))]
 pub struct LangChainQuery {
     /// The query text.
     #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]

@@ -240,6 +240,7 @@ pub struct ObserveResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"actorId": "user:dana"}))]
 pub struct ErasureBody {
     /// The actor whose events marked `deleteOnRequest` are erased.
     #[schema(min_length = 1, max_length = 512, pattern = "\\S")]
@@ -249,6 +250,7 @@ pub struct ErasureBody {
 /// Optional body of a review decision.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"note": "Confirmed with the customer by phone"}))]
 pub struct ReviewNote {
     /// Reviewer's note (at most 4096 bytes of UTF-8; the schema states 1024 characters,
     /// which always fit).
@@ -298,6 +300,7 @@ pub struct HistoryResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"tenantId": "acme", "roles": ["writer", "reader"], "label": "support agent", "defaultSourceTrust": "tool_result"}))]
 pub struct NewKeyBody {
     /// The tenant the key is bound to.
     pub tenant_id: String,
@@ -378,6 +381,7 @@ pub struct RotatedAdminKey {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"policy": {"version": "v2", "reviewEventTypes": ["human_approval"]}, "dryRun": true}))]
 pub struct ReplayBody {
     /// A candidate write policy (same format as the `--policy` file).
     #[schema(value_type = Object)]

@@ -60,6 +60,11 @@ pub struct Scope {
 /// whose schema is derived from this type; omitted fields take their defaults.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({
+    "query": "How does Dana want renewal notices?",
+    "scope": {"actorIds": ["user:dana"], "metadata": {"channel": "email"}},
+    "limit": 5
+}))]
 pub struct RecallRequest {
     /// What to look for (1–4096 bytes).
     #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]

@@ -23,6 +23,14 @@ static KNOWN_FIELDS: std::sync::LazyLock<Vec<String>> =
 /// A validated raw interaction: the body of `POST /v1/observe`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({
+    "role": "user",
+    "text": "Please send my renewal notices by email from now on, not by post.",
+    "actorId": "user:dana",
+    "occurredAt": "2026-06-17T09:20:00Z",
+    "sourceRefs": ["chat-2026-06-17"],
+    "sourceTrust": "user_provided"
+}))]
 pub struct Interaction {
     /// What was said or returned, as sent.
     #[schema(min_length = 1, pattern = "\\S")]

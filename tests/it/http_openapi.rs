@@ -280,3 +280,43 @@ async fn metrics_report_requests_stages_decisions_and_sizes() {
     // Labels never carry raw paths or ids.
     assert!(!text.contains("metrics-t"));
 }
+
+/// The example a request body shows: on its media type, or on its schema (followed through a
+/// `$ref`).
+fn body_example<'a>(spec: &'a Value, media: &'a Value) -> Option<&'a Value> {
+    if let Some(e) = media.get("example").or_else(|| media.get("examples")) {
+        return Some(e);
+    }
+    let schema = &media["schema"];
+    let schema = match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let name = r.strip_prefix("#/components/schemas/")?;
+            &spec["components"]["schemas"][name]
+        }
+        None => schema,
+    };
+    schema.get("example").or_else(|| schema.get("examples"))
+}
+
+#[tokio::test]
+async fn every_request_body_has_an_example() {
+    let app = App::new();
+    let spec = spec(&app).await;
+    let mut missing = Vec::new();
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("item") {
+            let Some(content) = op["requestBody"]["content"].as_object() else {
+                continue;
+            };
+            for (media_type, media) in content {
+                if body_example(&spec, media).is_none() {
+                    missing.push(format!("{method} {path} ({media_type})"));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "request bodies without an example: {missing:#?}"
+    );
+}
