@@ -78,7 +78,7 @@ fn refresh_param(params: &HashMap<String, String>) -> Result<bool, Problem> {
     let unknown: Vec<FieldError> = params
         .keys()
         .filter(|k| k.as_str() != "refresh")
-        .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+        .map(|k| FieldError::unknown_parameter(k.clone(), &["refresh"]))
         .collect();
     if !unknown.is_empty() {
         return Err(Problem::validation(unknown));
@@ -183,9 +183,9 @@ pub async fn write_events_batch(
         .as_object()
         .and_then(|o| o.keys().find(|k| k.as_str() != "events"))
     {
-        return Err(Problem::validation(vec![FieldError::new(
+        return Err(Problem::validation(vec![FieldError::unknown(
             extra.clone(),
-            "unknown field",
+            &["events"],
         )]));
     }
     let mut results: Vec<Option<Value>> = vec![None; items.len()];
@@ -851,7 +851,7 @@ fn parse_replay(body: &Value) -> Result<(crate::policy::WritePolicy, bool), Prob
         .map(|o| {
             o.keys()
                 .filter(|k| !["policy", "dryRun"].contains(&k.as_str()))
-                .map(|k| FieldError::new(k.clone(), "unknown field"))
+                .map(|k| FieldError::unknown(k.clone(), &["policy", "dryRun"]))
                 .collect()
         })
         .unwrap_or_default();

@@ -166,7 +166,8 @@ pub fn parse_interaction(
         errors: Vec::new(),
     };
     for key in obj.keys().filter(|k| !KNOWN_FIELDS.contains(k)) {
-        f.errors.push(FieldError::new(key.clone(), "unknown field"));
+        f.errors
+            .push(FieldError::unknown(key.clone(), &KNOWN_FIELDS));
     }
     let text = f.string("text", true);
     let role = f.enumerated("role", &Role::ALL, Role::as_str);

@@ -116,7 +116,8 @@ fn check_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
         Some(Value::String(t)) if t == grant.tenant() => Ok(()),
         Some(_) => Err(Problem::new(
             ErrorCode::TenantMismatch,
-            "tenantId in the body differs from the key's tenant",
+            "tenantId in the body differs from the key's tenant; leave tenantId out (the \
+             tenant always comes from the key)",
         )),
     }
 }
