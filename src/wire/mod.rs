@@ -16,6 +16,7 @@ use crate::model::validate::{validate_draft, validate_event};
 use crate::model::{Decision, EventDraft, EventInput, Timestamp};
 use crate::observe::parse_interaction;
 
+pub mod new_key;
 mod problem;
 
 pub use problem::{problem_body, Problem};

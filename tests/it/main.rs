@@ -1,5 +1,6 @@
 //! HTTP-level integration tests with the real embedding model.
 
+mod cli_keys;
 mod cli_transfer;
 mod cluster_binary;
 mod coded_recall;
