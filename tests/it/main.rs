@@ -32,6 +32,7 @@ mod hybrid_recall;
 mod index_faults;
 mod isolation;
 mod mcp;
+mod mcp_python;
 mod nats_cluster;
 mod nats_engine;
 mod nats_keys;
