@@ -156,6 +156,25 @@ impl FieldError {
             message: message.into(),
         }
     }
+
+    /// A field the input does not have: the message names the ones it has, so the caller
+    /// can see what was meant.
+    pub fn unknown<S: AsRef<str>>(field: impl Into<String>, known: &[S]) -> Self {
+        FieldError::new(field, unknown_message("field", known))
+    }
+
+    /// [`FieldError::unknown`] for a query parameter.
+    pub fn unknown_parameter<S: AsRef<str>>(name: impl Into<String>, known: &[S]) -> Self {
+        FieldError::new(name, unknown_message("parameter", known))
+    }
+}
+
+fn unknown_message<S: AsRef<str>>(what: &str, known: &[S]) -> String {
+    if known.is_empty() {
+        return format!("unknown {what} (this takes none)");
+    }
+    let names: Vec<&str> = known.iter().map(AsRef::as_ref).collect();
+    format!("unknown {what} (known {what}s: {})", names.join(", "))
 }
 
 /// Input that failed validation, with every field error found (not only the first).
@@ -199,5 +218,21 @@ mod tests {
             assert_eq!(json, serde_json::Value::String(s.to_string()));
             assert!((400..600).contains(&code.status()));
         }
+    }
+
+    #[test]
+    fn an_unknown_field_names_the_known_ones() {
+        let e = FieldError::unknown("colour", &["summary", "actorId"]);
+        assert_eq!(e.field, "colour");
+        assert_eq!(e.message, "unknown field (known fields: summary, actorId)");
+        let none: [&str; 0] = [];
+        assert_eq!(
+            FieldError::unknown("x", &none).message,
+            "unknown field (this takes none)"
+        );
+        assert_eq!(
+            FieldError::unknown_parameter("p", &["limit"]).message,
+            "unknown parameter (known parameters: limit)"
+        );
     }
 }

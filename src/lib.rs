@@ -38,6 +38,7 @@ pub mod index;
 pub mod mcp;
 pub mod model;
 pub mod observe;
+pub mod offline_keys;
 pub mod policy;
 pub mod rank;
 pub mod read;

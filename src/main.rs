@@ -15,7 +15,7 @@ use episodic::auth::KeyStore;
 use episodic::cluster::{Node, NodeConfig};
 use episodic::config::{ClusterSettings, McpArgs, ServeArgs};
 use episodic::embed::{verify_model_dir, FastEmbedder};
-use episodic::engine::Engine;
+use episodic::engine::{DataDirLock, Engine};
 use episodic::serving::Engines;
 use episodic::store::nats::NatsConnection;
 
@@ -44,6 +44,9 @@ enum Command {
     Export(episodic::transfer::ExportArgs),
     /// Serve MCP over stdin/stdout as one API key (`--stdio`).
     Mcp(McpArgs),
+    /// Manage tenant keys in a data directory while no server runs on it.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Check that the log and audit trail hold everything acknowledged; with
     /// `--accept-loss`, start over from what they hold after a refused start (stop the server
     /// first). Events known to be deleted stay deleted.
@@ -61,6 +64,35 @@ enum Command {
         #[arg(long, env = "EPISODIC_DATA_DIR", default_value = "./data/var")]
         data_dir: std::path::PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a tenant key (the same checks as POST /v1/admin/keys) and print it once:
+    /// the bare key on stdout, or with --json the answer of the admin route.
+    Create(episodic::offline_keys::CreateKeyArgs),
+}
+
+fn keys(command: &KeysCommand) -> anyhow::Result<()> {
+    match command {
+        KeysCommand::Create(args) => {
+            let new = episodic::offline_keys::create(args)?;
+            if args.json {
+                let body = episodic::wire::new_key::new_key_body(&new);
+                println!("{}", serde_json::to_string_pretty(&body)?);
+            } else {
+                println!("{}", new.key);
+            }
+            eprintln!(
+                "created key {} for tenant {} with roles {} in {}; the key is shown only this once",
+                new.record.key_id,
+                new.record.tenant_id.as_deref().unwrap_or_default(),
+                new.record.roles.join(","),
+                args.data_dir.display()
+            );
+            Ok(())
+        }
+    }
 }
 
 fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
@@ -130,6 +162,7 @@ fn main() -> ExitCode {
             eprintln!("exported {n} events");
         }),
         Command::Mcp(args) => mcp(&args),
+        Command::Keys(command) => keys(&command),
         Command::Compact { data_dir } => compact(data_dir),
         Command::Recover {
             data_dir,
@@ -166,15 +199,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let edge = args.edge_config()?;
     let cors = args.cors()?;
     let cluster = args.cluster()?;
-    let (keys, engines, forward, conn) = match &cluster {
-        None => (open_keys(&args)?, Engines::single(), None, None),
+    let (keys, lock, engines, forward, conn) = match &cluster {
+        None => {
+            let (keys, lock) = open_keys(&args)?;
+            (keys, Some(lock), Engines::single(), None, None)
+        }
         Some(settings) => {
             let (keys, conn) = open_cluster_keys(&args, settings)?;
             let admin = admin_key_env().expect("checked by open_cluster_keys");
             config.audit_secret = Some(episodic::audit::Keyed::derived(&admin, &settings.name));
             let forward = Arc::new(Forwarder::new(&settings.node_id, &admin));
             let engines = Engines::Cluster(Arc::new(OnceLock::new()));
-            (keys, engines, Some(forward), Some(conn))
+            (keys, None, engines, Some(forward), Some(conn))
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -191,6 +227,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let load = Load {
         model_dir: args.model_dir.clone(),
         config,
+        lock,
         cluster: cluster.zip(conn),
     };
     runtime.block_on(run(args, edge, cors, load, state))
@@ -227,24 +264,26 @@ fn open_cluster_keys(
     Ok((keys, conn))
 }
 
-/// What the loader needs: the model, the engine settings, and in cluster mode the node's
+/// What the loader needs: the model, the engine settings, on a single node the data
+/// directory's lock (taken before its key store was read), and in cluster mode the node's
 /// settings and connection.
 struct Load {
     model_dir: std::path::PathBuf,
     config: episodic::engine::EngineConfig,
+    lock: Option<DataDirLock>,
     cluster: Option<(ClusterSettings, NatsConnection)>,
 }
 
 impl Load {
     /// Loads the model, then opens the engine or starts the cluster node (blocking).
     fn run(self, engines: &Engines) -> anyhow::Result<()> {
-        match (self.cluster, engines) {
-            (None, Engines::Single(slot)) => {
-                let engine = load_engine(&self.model_dir, self.config)?;
+        match (self.cluster, engines, self.lock) {
+            (None, Engines::Single(slot), Some(lock)) => {
+                let engine = load_engine(&self.model_dir, self.config, lock)?;
                 let _ = slot.set(engine);
                 tracing::info!("ready");
             }
-            (Some((settings, conn)), Engines::Cluster(slot)) => {
+            (Some((settings, conn)), Engines::Cluster(slot), None) => {
                 let embedder = FastEmbedder::load(&self.model_dir)?;
                 episodic::observe::Observer::shared(&embedder)?;
                 let node = Node::start(
@@ -270,12 +309,14 @@ impl Load {
     }
 }
 
-/// Checks the model files, creates the data dir and opens the key store (as `serve` and
-/// `mcp` both need).
-fn open_keys(args: &ServeArgs) -> anyhow::Result<KeyStore> {
+/// Checks the model files, creates the data dir, takes its lock and opens the key store
+/// under it (as `serve` and `mcp` both need); the lock goes on to the engine, so no
+/// `keys create` can change the keys this process has read.
+fn open_keys(args: &ServeArgs) -> anyhow::Result<(KeyStore, DataDirLock)> {
     verify_model_dir(&args.model_dir)?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let lock = DataDirLock::take(&args.data_dir)?;
     let admin_env = std::env::var("EPISODIC_ADMIN_KEY")
         .ok()
         .filter(|k| !k.is_empty());
@@ -289,17 +330,19 @@ fn open_keys(args: &ServeArgs) -> anyhow::Result<KeyStore> {
     if let Some(path) = written {
         tracing::info!(path = %path.display(), "generated the admin key (shown once, in this file)");
     }
-    Ok(keys)
+    Ok((keys, lock))
 }
 
-/// Loads the model and opens the engine (blocking: call off the async threads).
+/// Loads the model and opens the engine under the data directory's lock (blocking: call
+/// off the async threads).
 fn load_engine(
     model_dir: &std::path::Path,
     config: episodic::engine::EngineConfig,
+    lock: DataDirLock,
 ) -> anyhow::Result<Engine> {
     let embedder = FastEmbedder::load(model_dir)?;
     episodic::observe::Observer::shared(&embedder)?;
-    Engine::open(config, Arc::new(embedder))
+    Engine::open_locked(config, Arc::new(embedder), lock)
 }
 
 /// `episodic mcp --stdio`: opens the engine as `serve` does and serves MCP on stdin/stdout,
@@ -314,10 +357,10 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
         "mcp --stdio serves one node's data directory; in cluster mode use /mcp of any node"
     );
     let config = args.serve.engine_config()?;
-    let keys = open_keys(&args.serve)?;
+    let (keys, lock) = open_keys(&args.serve)?;
     keys.authenticate(&args.api_key)
         .map_err(|p| anyhow::anyhow!("--api-key: {}: {}", p.code().as_str(), p))?;
-    let engine = load_engine(&args.serve.model_dir, config)?;
+    let engine = load_engine(&args.serve.model_dir, config, lock)?;
     let state = episodic::mcp::McpState {
         engines: Engines::of(engine.clone()),
         keys: Arc::new(keys),

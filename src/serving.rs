@@ -29,7 +29,10 @@ pub enum Engines {
 }
 
 fn loading() -> Problem {
-    Problem::new(ErrorCode::NotReady, "the engine is still loading")
+    Problem::new(
+        ErrorCode::NotReady,
+        "the engine is still loading; retry in a few seconds",
+    )
 }
 
 fn moving(detail: &str) -> Problem {

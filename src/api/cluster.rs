@@ -40,7 +40,7 @@ pub async fn cluster_status(
     let unknown: Vec<FieldError> = params
         .keys()
         .filter(|k| k.as_str() != "tenant")
-        .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+        .map(|k| FieldError::unknown_parameter(k.clone(), &["tenant"]))
         .collect();
     if !unknown.is_empty() {
         return Err(Problem::validation(unknown));

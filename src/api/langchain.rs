@@ -91,7 +91,7 @@ fn parse(body: &Value) -> Result<RecallRequest, Problem> {
     let mut errors: Vec<FieldError> = obj
         .keys()
         .filter(|k| !["message", "limit", "scope"].contains(&k.as_str()))
-        .map(|k| FieldError::new(k.clone(), "unknown field"))
+        .map(|k| FieldError::unknown(k.clone(), &["message", "limit", "scope"]))
         .collect();
     let mut recall = Map::new();
     for (from, to) in [("message", "query"), ("limit", "limit"), ("scope", "scope")] {

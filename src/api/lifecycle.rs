@@ -82,7 +82,7 @@ fn parse_erasure(body: &Value) -> Result<String, Problem> {
         .map(|o| {
             o.keys()
                 .filter(|k| k.as_str() != "actorId")
-                .map(|k| FieldError::new(k.clone(), "unknown field"))
+                .map(|k| FieldError::unknown(k.clone(), &["actorId"]))
                 .collect()
         })
         .unwrap_or_default();
@@ -283,7 +283,7 @@ fn parse_audit_query(params: &HashMap<String, String>) -> Result<AuditQuery, Pro
     let mut errors: Vec<FieldError> = params
         .keys()
         .filter(|k| !AUDIT_PARAMS.contains(&k.as_str()))
-        .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+        .map(|k| FieldError::unknown_parameter(k.clone(), &AUDIT_PARAMS))
         .collect();
     let mut time = |key: &str| {
         let value = params.get(key)?;

@@ -54,7 +54,7 @@ fn parse_list_params(params: &HashMap<String, String>) -> Result<usize, Problem>
     let mut errors: Vec<FieldError> = params
         .keys()
         .filter(|k| !["status", "limit"].contains(&k.as_str()))
-        .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+        .map(|k| FieldError::unknown_parameter(k.clone(), &["status", "limit"]))
         .collect();
     if params.get("status").is_some_and(|s| s != "pending") {
         errors.push(FieldError::new("status", "only pending is supported"));
@@ -90,7 +90,7 @@ fn parse_note(body: Option<Value>) -> Result<Option<String>, Problem> {
     let mut errors: Vec<FieldError> = obj
         .keys()
         .filter(|k| k.as_str() != "note")
-        .map(|k| FieldError::new(k.clone(), "unknown field"))
+        .map(|k| FieldError::unknown(k.clone(), &["note"]))
         .collect();
     let note = match obj.get("note") {
         None | Some(Value::Null) => None,

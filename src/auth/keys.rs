@@ -207,6 +207,22 @@ impl KeyStore {
         Ok((store, written))
     }
 
+    /// Opens the records under `data_dir` as they are, to add tenant keys to them while no
+    /// server runs (`episodic keys create`): no admin key is generated, and none is taken
+    /// from the environment, so the store authenticates only the keys it holds.
+    pub fn open_records(data_dir: &Path) -> Result<KeyStore, KeyStoreError> {
+        let path = data_dir.join("keys.json");
+        let records = load_records(&path)?;
+        Ok(KeyStore {
+            path,
+            records: Arc::new(RwLock::new(records)),
+            replica: None,
+            gate: parking_lot::Mutex::new(()),
+            env_admin_digest: None,
+            metrics_digest: None,
+        })
+    }
+
     /// Opens the store of a cluster node: its records live in the KV bucket `bucket` (created
     /// with `replicas` copies when missing) shared by every node, and each node follows the
     /// others' changes. The admin key is `admin_key` (`EPISODIC_ADMIN_KEY`, the same on every
@@ -617,6 +633,27 @@ mod tests {
         std::fs::write(other.path().join("keys.json"), old).expect("write");
         let (store, _) = KeyStore::open(other.path(), Some(ENV_ADMIN)).expect("old records load");
         assert_eq!(store.list()[0].label, None);
+    }
+
+    #[test]
+    fn records_opened_as_they_are_gain_keys_without_an_admin_key() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = KeyStore::open_records(dir.path()).expect("open");
+        let new = store
+            .create(
+                "acme",
+                vec![roles::WRITER.into()],
+                Limits::unlimited(),
+                None,
+            )
+            .expect("create");
+        assert!(!dir.path().join("admin.key").exists(), "no admin key made");
+        drop(store);
+        let (store, written) = KeyStore::open(dir.path(), Some(ENV_ADMIN)).expect("server");
+        assert!(written.is_none());
+        let p = store.authenticate(&new.key).expect("the key works");
+        assert_eq!(p.tenant(), Some("acme"));
+        assert!(store.list().iter().all(|r| r.key_id != "admin"));
     }
 
     #[test]

@@ -48,7 +48,10 @@ use crate::model::{PrivacyClass, StoredEvent};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     /// Missing, malformed, unknown or revoked key.
-    #[error("unknown or revoked API key")]
+    #[error(
+        "unknown or revoked API key; use a current key (POST /v1/admin/keys or `episodic keys \
+         create` makes one)"
+    )]
     Unauthenticated,
     /// A key with no tenant (the admin key) asked for a tenant's data.
     #[error("this key is not bound to a tenant; create a tenant key with POST /v1/admin/keys")]

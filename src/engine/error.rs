@@ -23,10 +23,16 @@ pub enum Error {
         dim: usize,
     },
     /// No such event in the caller's view (the same for another tenant's ids).
-    #[error("event {0} not found")]
+    #[error(
+        "event {0} not found: no event with this id is visible to this key (recall and the \
+         timeline give the ids it can see)"
+    )]
     NotFound(String),
     /// The write policy refused the event; the denial was audited and nothing stored.
-    #[error("write policy {policy_version} denied the event: {}", deny_reason(.decision))]
+    #[error(
+        "write policy {policy_version} denied the event: {}",
+        denial(.decision)
+    )]
     Denied {
         /// The policy's version.
         policy_version: String,
@@ -37,7 +43,10 @@ pub enum Error {
     #[error(transparent)]
     Conflict(#[from] Conflict),
     /// The key's actor limits exclude the actor the request names.
-    #[error("this key may not act for actor {0}")]
+    #[error(
+        "this key may not act for actor {0}: it is limited to its own actorIds; name one of \
+         them, or use a key without an actor limit"
+    )]
     ActorNotAllowed(String),
     /// An erasure asked by a key that may not read every privacy class.
     #[error(
@@ -71,10 +80,15 @@ pub enum Error {
     Internal(String),
 }
 
-fn deny_reason(decision: &Decision) -> &str {
-    match decision {
+/// The reason of a denial, and what would let the write through when the policy knows.
+fn denial(decision: &Decision) -> String {
+    let reason = match decision {
         Decision::Deny { reason } => reason.as_str(),
         Decision::Allow { reason } | Decision::Review { reason, .. } => reason.as_str(),
+    };
+    match crate::policy::remedy(reason) {
+        Some(fix) => format!("{reason}; {fix}"),
+        None => reason.to_string(),
     }
 }
 

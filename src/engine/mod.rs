@@ -52,7 +52,7 @@ pub use export::ExportedEvent;
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
 pub use scope_health::ScopeHealth;
-pub use shared::{Paths, Shared, ALL_TENANTS};
+pub use shared::{DataDirLock, Paths, Shared, ALL_TENANTS};
 pub use write::WriteOutcome;
 pub use writer::{
     CompactReport, Conflict, ErasureReceipt, Kept, Receipt, ReevaluationReport, ReviewOutcome,
@@ -171,7 +171,17 @@ pub struct Engine {
 impl Engine {
     /// Opens (recovering from the log) or creates the engine. Blocking; call off async threads.
     pub fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
-        open::open(config, embedder)
+        open::open(config, embedder, None)
+    }
+
+    /// [`Engine::open`] under a lock of the data directory the caller took first (to read
+    /// its key store before the engine opens); the engine holds it from then on.
+    pub fn open_locked(
+        config: EngineConfig,
+        embedder: Arc<dyn Embedder>,
+        lock: DataDirLock,
+    ) -> anyhow::Result<Engine> {
+        open::open(config, embedder, Some(lock))
     }
 
     /// The configuration in force.

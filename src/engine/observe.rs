@@ -53,7 +53,13 @@ impl Engine {
                 written: None,
             });
         }
-        let candidate = candidate_input(interaction, &prepared, &classification, now);
+        let candidate = candidate_input(
+            interaction,
+            &prepared,
+            &classification,
+            now,
+            grant.default_source_trust(),
+        );
         let written = match check_derived(&candidate, limits) {
             Ok(()) => {
                 self.write_embedded(grant, candidate.clone(), vector, false)

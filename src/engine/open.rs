@@ -19,7 +19,7 @@ use parking_lot::RwLock;
 
 use super::logged::Reconciled;
 use super::recovery;
-use super::shared::{lock_data_dir, Paths, Shared};
+use super::shared::{lock_data_dir, DataDirLock, Paths, Shared};
 use super::writer::{catch_up, table_fingerprint, Writer};
 use super::{partitions, Engine, EngineConfig};
 use crate::audit::AuditAppender;
@@ -30,11 +30,28 @@ use crate::index::vector::{HnswIndex, VectorStore};
 use crate::read::{Slot, Table};
 use crate::store::EventLog;
 
-pub(super) fn open(config: EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Engine> {
+/// Opens the engine of `config.data_dir`, under `lock` when the caller took it already
+/// (it must be that directory's), else taking it here.
+pub(super) fn open(
+    config: EngineConfig,
+    embedder: Arc<dyn Embedder>,
+    lock: Option<DataDirLock>,
+) -> anyhow::Result<Engine> {
     let paths = Paths::new(&config.data_dir);
     create_dirs(&paths)?;
     crate::fsutil::tighten_data_dir(&config.data_dir);
-    let dir_lock = lock_data_dir(&config.data_dir)?;
+    let dir_lock = match lock {
+        Some(lock) => {
+            anyhow::ensure!(
+                lock.dir() == config.data_dir,
+                "the lock held is of {}, not of the data directory {}",
+                lock.dir().display(),
+                config.data_dir.display()
+            );
+            lock.into_file()
+        }
+        None => lock_data_dir(&config.data_dir)?,
+    };
     let (mut audit, trail) = match &config.audit_log {
         crate::store::LogLocation::Local => AuditAppender::open(&paths.audit)?,
         remote => {

@@ -3,7 +3,9 @@
 //! Invariants: the writer thread is the only one that changes the table, vectors, graphs and
 //! indexes ([`Shared`] hands readers locks and atomic swaps, never a second writer); a read
 //! takes one [`Shared::snapshot`] and consults nothing else; the data directory is locked
-//! ([`lock_data_dir`]) for as long as a writer may write it.
+//! ([`lock_data_dir`]) for as long as a writer may write it; a process that reads the
+//! directory's key store before its engine opens takes the lock first ([`DataDirLock`]) and
+//! hands it to the engine, so no other process can change the keys in between.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -102,6 +104,36 @@ impl Shared {
             partition: self.partition.load_full(),
             keyed: &self.keyed,
         }
+    }
+}
+
+/// The exclusive lock of one data directory, taken before the engine opens and handed to
+/// it ([`super::Engine::open_locked`]): `serve` and `mcp --stdio` read the key store under
+/// it, and `keys create` writes the key store under it, so the two never overlap.
+#[derive(Debug)]
+pub struct DataDirLock {
+    dir: PathBuf,
+    file: std::fs::File,
+}
+
+impl DataDirLock {
+    /// Takes the lock of `data_dir` (which must exist), or fails naming the directory in
+    /// use.
+    pub fn take(data_dir: &std::path::Path) -> anyhow::Result<DataDirLock> {
+        Ok(DataDirLock {
+            dir: data_dir.to_path_buf(),
+            file: lock_data_dir(data_dir)?,
+        })
+    }
+
+    /// The directory it locks.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// The locked file, held by whoever may write the directory.
+    pub(crate) fn into_file(self) -> std::fs::File {
+        self.file
     }
 }
 

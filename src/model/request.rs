@@ -100,7 +100,7 @@ static SCOPE_FIELDS: std::sync::LazyLock<Vec<String>> =
 fn unknown_fields(obj: &Map<String, Value>, known: &[String], prefix: &str) -> Vec<FieldError> {
     obj.keys()
         .filter(|k| !known.contains(k))
-        .map(|k| FieldError::new(format!("{prefix}{k}"), "unknown field"))
+        .map(|k| FieldError::unknown(format!("{prefix}{k}"), known))
         .collect()
 }
 
@@ -363,7 +363,7 @@ impl TimelineQuery {
         let mut errors: Vec<FieldError> = params
             .keys()
             .filter(|k| !TIMELINE_PARAMS.contains(&k.as_str()))
-            .map(|k| FieldError::new(k.clone(), "unknown parameter"))
+            .map(|k| FieldError::unknown_parameter(k.clone(), &TIMELINE_PARAMS))
             .collect();
         let from = parse_time_param(params, "from", &mut errors);
         let to = parse_time_param(params, "to", &mut errors);

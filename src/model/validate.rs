@@ -234,8 +234,15 @@ impl<'a> Reader<'a> {
             .filter(|k| !known.iter().any(|f| f.as_ref() == k.as_str()))
             .cloned()
             .collect();
+        // A server-owned field is known (and refused on its own), never one to suggest.
+        let shown: Vec<&str> = known
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|f| !SERVER_FIELDS.contains(f))
+            .collect();
         for key in unknown {
-            self.fail(&key, "unknown field");
+            let field = self.path(&key);
+            self.errors.push(FieldError::unknown(field, &shown));
         }
     }
 }

@@ -44,7 +44,7 @@ pub use request::{parse_interaction, Interaction};
 
 use crate::credentials::{self, CredentialKind};
 use crate::embed::{EmbedError, Embedder};
-use crate::model::{Confidence, EventInput, PrivacyClass, Retention, Timestamp};
+use crate::model::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust, Timestamp};
 
 /// How long a sensitive candidate is kept.
 pub const SENSITIVE_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -201,12 +201,16 @@ fn confidence(lex: &classify::Lexical, verdict: &Verdict) -> Confidence {
 
 /// The event proposed for an interaction the observer keeps, typed as a write's input: the
 /// interaction's validated fields, the prepared summary and the classification's type, class
-/// and confidence. [`crate::model::validate::check_derived`] checks what the interaction's own validation did not.
+/// and confidence; an interaction that names no trust gets the one a write would
+/// (`key_trust`, the key's `defaultSourceTrust`, else `agent_inferred`).
+/// [`crate::model::validate::check_derived`] checks what the interaction's own validation
+/// did not.
 pub fn candidate_input(
     interaction: &Interaction,
     prepared: &Prepared,
     c: &Classification,
     now: Timestamp,
+    key_trust: Option<SourceTrust>,
 ) -> EventInput {
     let expires_at = (c.privacy_class == PrivacyClass::Sensitive).then(|| {
         interaction
@@ -223,7 +227,10 @@ pub fn candidate_input(
         resource_refs: interaction.resource_refs.clone(),
         summary: prepared.summary.clone(),
         source_refs: interaction.source_refs.clone(),
-        source_trust: interaction.source_trust,
+        source_trust: interaction
+            .source_trust
+            .or(key_trust)
+            .unwrap_or(SourceTrust::AgentInferred),
         confidence: c.confidence,
         privacy_class: c.privacy_class,
         retention: Retention {
@@ -250,7 +257,7 @@ mod tests {
             actor_id: "user-1".into(),
             occurred_at: Timestamp::parse("2026-06-17T09:20:00Z").expect("t"),
             source_refs: vec!["chat-1".into()],
-            source_trust: SourceTrust::UserProvided,
+            source_trust: Some(SourceTrust::UserProvided),
             project_id: Some("p1".into()),
             resource_refs: vec![],
         }
@@ -273,7 +280,7 @@ mod tests {
         assert_eq!(c.verdict.ignore, None);
         assert_eq!(c.privacy_class, PrivacyClass::Sensitive);
         let now = Timestamp::parse("2026-07-01T00:00:00Z").expect("t");
-        let input = candidate_input(&i, &p, &c, now);
+        let input = candidate_input(&i, &p, &c, now, None);
         let expiry = Timestamp::parse("2026-07-31T00:00:00Z").expect("t");
         assert_eq!(input.retention.expires_at, Some(expiry));
         assert_eq!(input.project_id.as_deref(), Some("p1"));

@@ -45,8 +45,9 @@ pub struct Interaction {
     /// Evidence references (at least one).
     #[schema(min_items = 1)]
     pub source_refs: Vec<String>,
-    /// Trust of the source.
-    pub source_trust: SourceTrust,
+    /// Trust of the source; omitted, as in a write: the key's `defaultSourceTrust`, else
+    /// `agent_inferred`.
+    pub source_trust: Option<SourceTrust>,
     /// Project, if any.
     #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub project_id: Option<String>,
@@ -132,7 +133,18 @@ impl Fields<'_> {
         all: &[T],
         name: fn(T) -> &'static str,
     ) -> Option<T> {
-        let s = self.string(key, true)?;
+        self.one_of(key, all, name, true)
+    }
+
+    /// An allowed name, `required` or not (`None` when absent or invalid).
+    fn one_of<T: Copy>(
+        &mut self,
+        key: &str,
+        all: &[T],
+        name: fn(T) -> &'static str,
+        required: bool,
+    ) -> Option<T> {
+        let s = self.string(key, required)?;
         let found = all.iter().copied().find(|v| name(*v) == s);
         if found.is_none() {
             let allowed: Vec<&str> = all.iter().map(|v| name(*v)).collect();
@@ -174,7 +186,8 @@ pub fn parse_interaction(
         errors: Vec::new(),
     };
     for key in obj.keys().filter(|k| !KNOWN_FIELDS.contains(k)) {
-        f.errors.push(FieldError::new(key.clone(), "unknown field"));
+        f.errors
+            .push(FieldError::unknown(key.clone(), &KNOWN_FIELDS));
     }
     let text = f.string("text", true);
     let role = f.enumerated("role", &Role::ALL, Role::as_str);
@@ -184,7 +197,7 @@ pub fn parse_interaction(
     if source_refs.as_ref().is_some_and(Vec::is_empty) {
         f.fail("sourceRefs", "must name at least one source");
     }
-    let source_trust = f.enumerated("sourceTrust", &SourceTrust::ALL, SourceTrust::as_str);
+    let source_trust = f.one_of("sourceTrust", &SourceTrust::ALL, SourceTrust::as_str, false);
     let project_id = f.reference("projectId", false);
     let resource_refs = f.list("resourceRefs", false);
     if !f.errors.is_empty() {
@@ -196,7 +209,6 @@ pub fn parse_interaction(
         actor_id,
         occurred_at,
         source_refs,
-        source_trust,
         resource_refs,
     ) {
         (
@@ -205,7 +217,6 @@ pub fn parse_interaction(
             Some(actor_id),
             Some(occurred_at),
             Some(source_refs),
-            Some(source_trust),
             Some(resource_refs),
         ) => Ok(Interaction {
             text,
@@ -252,14 +263,8 @@ mod tests {
             .collect();
         assert_eq!(
             required,
-            [
-                "text",
-                "role",
-                "actorId",
-                "occurredAt",
-                "sourceRefs",
-                "sourceTrust"
-            ]
+            ["text", "role", "actorId", "occurredAt", "sourceRefs"],
+            "sourceTrust may be omitted, as in a write"
         );
         assert_eq!(
             schema["properties"]["role"]["enum"],
@@ -287,6 +292,14 @@ mod tests {
         let i = parse_interaction(&valid(), &Limits::default(), now()).expect("valid");
         assert_eq!(i.role, Role::User);
         assert!(i.resource_refs.is_empty() && i.project_id.is_none());
+        assert_eq!(i.source_trust, Some(SourceTrust::UserProvided));
+        let mut body = valid();
+        body.as_object_mut().expect("object").remove("sourceTrust");
+        let i = parse_interaction(&body, &Limits::default(), now()).expect("trust may be omitted");
+        assert_eq!(i.source_trust, None);
+        body["sourceTrust"] = json!("trusted");
+        let errs = parse_interaction(&body, &Limits::default(), now()).expect_err("invalid");
+        assert_eq!(errs[0].field, "sourceTrust");
     }
 
     #[test]

@@ -46,6 +46,41 @@ pub mod extra_reasons {
     pub const AGENT_INFERENCE_CORRECTS: &str = "agent_inference_corrects_memory";
 }
 
+/// What would let a write denied for `reason` through, for the reasons the policy can say
+/// that of: the fix a client is told with the denial. `None` for other reasons.
+pub fn remedy(reason: &str) -> Option<String> {
+    let (name, detail) = reason.split_once(':').unwrap_or((reason, ""));
+    let fix = match name {
+        extra_reasons::CONTAINS_CREDENTIAL => {
+            "remove the credential from summary, sourceRefs and resourceRefs (a secret is \
+             never stored); record that one exists without its value"
+                .to_string()
+        }
+        reasons::SENSITIVE_EVENT_REQUIRES_EXPIRY => {
+            "a sensitive event must expire: give retention.expiresAt (a future RFC 3339 time)"
+                .to_string()
+        }
+        reasons::APPROVAL_EVENT_MISSING_RESOURCE => {
+            "a human_approval event must name what was approved: give resourceRefs".to_string()
+        }
+        extra_reasons::REQUIRED_FIELD_MISSING if !detail.is_empty() => {
+            format!("the policy requires {detail} for this event type: give it")
+        }
+        extra_reasons::RETENTION_EXCEEDS_MAXIMUM => {
+            "the policy keeps events of this privacy class for a limited time: give an \
+             earlier retention.expiresAt"
+                .to_string()
+        }
+        extra_reasons::EVENT_TYPE_DENIED => {
+            "the policy does not store this event type here; record it as another type, or \
+             not at all"
+                .to_string()
+        }
+        _ => return None,
+    };
+    Some(fix)
+}
+
 /// Denies an event type, optionally only for one tenant or project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -422,5 +457,18 @@ mod tests {
             policy.decide(&e, "t", now),
             Decision::Allow { .. }
         ));
+    }
+
+    #[test]
+    fn a_denial_names_its_fix_when_the_policy_knows_one() {
+        let fix = |r: &str| remedy(r).unwrap_or_default();
+        assert!(fix("contains_credential:password").starts_with("remove the credential"));
+        assert!(fix(reasons::SENSITIVE_EVENT_REQUIRES_EXPIRY).contains("retention.expiresAt"));
+        assert!(fix(reasons::APPROVAL_EVENT_MISSING_RESOURCE).contains("resourceRefs"));
+        assert!(fix("required_field_missing:projectId").contains("projectId"));
+        assert!(fix(extra_reasons::RETENTION_EXCEEDS_MAXIMUM).contains("expiresAt"));
+        assert!(remedy("required_field_missing").is_none());
+        assert!(remedy("sensitive_without_expiry").is_none());
+        assert!(remedy(reasons::EPISODIC_WRITE_POLICY_PASSED).is_none());
     }
 }

@@ -16,6 +16,7 @@ use crate::model::validate::{validate_draft, validate_event};
 use crate::model::{Decision, EventDraft, EventInput, Timestamp};
 use crate::observe::parse_interaction;
 
+pub mod new_key;
 mod problem;
 
 pub use problem::{problem_body, Problem};
@@ -117,7 +118,8 @@ fn check_tenant(grant: &TenantGrant, body: &Value) -> Result<(), Problem> {
         Some(Value::String(t)) if t == grant.tenant() => Ok(()),
         Some(_) => Err(Problem::new(
             ErrorCode::TenantMismatch,
-            "tenantId in the body differs from the key's tenant",
+            "tenantId in the body differs from the key's tenant; leave tenantId out (the \
+             tenant always comes from the key)",
         )),
     }
 }

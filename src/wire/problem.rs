@@ -38,9 +38,11 @@ impl Problem {
         }
     }
 
-    /// A `validation_failed` problem listing every field error.
+    /// A `validation_failed` problem listing every field error; the detail spells out the
+    /// first [`DETAIL_FIELD_ERRORS`] of them, so a client that shows only the detail still
+    /// learns what to fix.
     pub fn validation(errors: Vec<FieldError>) -> Self {
-        let detail = format!("{} field error(s)", errors.len());
+        let detail = validation_detail(&errors);
         Problem {
             code: ErrorCode::ValidationFailed,
             detail,
@@ -52,7 +54,7 @@ impl Problem {
 
     /// A `not_found` problem for an event id (same text whether foreign or absent).
     pub fn event_not_found(event_id: &str) -> Self {
-        Problem::new(ErrorCode::NotFound, format!("event {event_id} not found"))
+        Problem::from(Error::NotFound(event_id.to_string()))
     }
 
     /// Asks the client to wait `secs` seconds before retrying (`Retry-After`).
@@ -68,6 +70,33 @@ impl Problem {
             .insert(key.to_string(), value);
         self
     }
+}
+
+/// Most field errors a validation problem's detail spells out; `errors` lists them all.
+pub const DETAIL_FIELD_ERRORS: usize = 8;
+
+/// `N field error(s): field: message; ...`, the first [`DETAIL_FIELD_ERRORS`] of them.
+fn validation_detail(errors: &[FieldError]) -> String {
+    let shown: Vec<String> = errors
+        .iter()
+        .take(DETAIL_FIELD_ERRORS)
+        .map(|e| match e.field.as_str() {
+            "" => e.message.clone(),
+            field => format!("{field}: {}", e.message),
+        })
+        .collect();
+    let mut detail = format!("{} field error(s)", errors.len());
+    if !shown.is_empty() {
+        detail.push_str(": ");
+        detail.push_str(&shown.join("; "));
+    }
+    if errors.len() > DETAIL_FIELD_ERRORS {
+        detail.push_str(&format!(
+            "; {} more in errors",
+            errors.len() - DETAIL_FIELD_ERRORS
+        ));
+    }
+    detail
 }
 
 impl std::fmt::Display for Problem {
@@ -116,10 +145,17 @@ impl From<AuthError> for Problem {
     }
 }
 
-/// 403 naming the role the key lacks (`missingRole`), from authorization or a review.
+/// 403 naming the role the key lacks (`missingRole`), from authorization or a review, and
+/// what to do about it: a key's roles are fixed when it is made.
 fn missing_role(role: &str) -> Problem {
-    Problem::new(ErrorCode::Forbidden, format!("missing role: {role}"))
-        .with_extra("missingRole", Value::String(role.to_string()))
+    Problem::new(
+        ErrorCode::Forbidden,
+        format!(
+            "missing role: {role}; this key does not hold it, so use a key made with the {role} \
+             role (roles are given when a key is created)"
+        ),
+    )
+    .with_extra("missingRole", Value::String(role.to_string()))
 }
 
 /// The JSON body of a problem.
@@ -171,9 +207,13 @@ mod tests {
         assert_eq!(extra["decision"]["decision"], "deny");
 
         let p = Problem::from(Error::MissingRole("memory_reviewer".into()));
-        assert_eq!(
-            (p.code, p.detail.as_str()),
-            (ErrorCode::Forbidden, "missing role: memory_reviewer")
+        assert_eq!(p.code, ErrorCode::Forbidden);
+        assert!(
+            p.detail.starts_with("missing role: memory_reviewer; ")
+                && p.detail
+                    .contains("use a key made with the memory_reviewer role"),
+            "{}",
+            p.detail
         );
         assert_eq!(p.extra.expect("role")["missingRole"], "memory_reviewer");
 
@@ -188,7 +228,10 @@ mod tests {
         let p = Problem::from(Error::from(invalid));
         assert_eq!(
             (p.code, p.detail.as_str()),
-            (ErrorCode::ValidationFailed, "1 field error(s)")
+            (
+                ErrorCode::ValidationFailed,
+                "1 field error(s): summary: must not be empty"
+            )
         );
         assert_eq!(p.errors.len(), 1);
 
@@ -196,7 +239,8 @@ mod tests {
             (
                 Error::NotFound("e1".into()),
                 ErrorCode::NotFound,
-                "event e1 not found",
+                "event e1 not found: no event with this id is visible to this key (recall and \
+                 the timeline give the ids it can see)",
             ),
             (
                 Error::Conflict(Conflict::TargetInactive(None)),
@@ -206,7 +250,8 @@ mod tests {
             (
                 Error::Conflict(Conflict::Exists("e2".into())),
                 ErrorCode::Conflict,
-                "event e2 already exists with different content",
+                "event e2 already exists with different content; give the new event another \
+                 eventId, or omit eventId and the server makes one",
             ),
             (
                 Error::SelfApproval,
@@ -232,11 +277,35 @@ mod tests {
     }
 
     #[test]
+    fn a_validation_detail_spells_out_the_first_field_errors() {
+        let p = Problem::validation(vec![
+            FieldError::new("", "body must be a JSON object"),
+            FieldError::unknown("colour", &["summary"]),
+        ]);
+        assert_eq!(
+            p.detail,
+            "2 field error(s): body must be a JSON object; colour: unknown field (known \
+             fields: summary)"
+        );
+        let many: Vec<FieldError> = (0..DETAIL_FIELD_ERRORS + 3)
+            .map(|i| FieldError::new(format!("f{i}"), "is required"))
+            .collect();
+        let p = Problem::validation(many);
+        assert!(p.detail.ends_with("; 3 more in errors"), "{}", p.detail);
+        assert_eq!(p.errors.len(), DETAIL_FIELD_ERRORS + 3);
+        let body = problem_body(&p, None);
+        assert_eq!(body["detail"], p.detail.as_str());
+    }
+
+    #[test]
     fn authorization_errors_keep_their_codes_and_members() {
         let p = Problem::from(AuthError::Unauthenticated);
-        assert_eq!(
-            (p.code, p.detail.as_str()),
-            (ErrorCode::Unauthenticated, "unknown or revoked API key")
+        assert_eq!(p.code, ErrorCode::Unauthenticated);
+        assert!(
+            p.detail.starts_with("unknown or revoked API key; ")
+                && p.detail.contains("episodic keys create"),
+            "{}",
+            p.detail
         );
         let p = Problem::from(AuthError::MissingRole("admin".into()));
         assert_eq!(p.extra.expect("role")["missingRole"], "admin");

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::common::{result_ids, App};
+use crate::mcp::{call, connect, serve};
 
 const T: &str = "2026-06-17T09:20:00Z";
 
@@ -320,4 +321,41 @@ async fn detectors_read_metadata_and_corrections_carry_it_over() {
         serde_json::to_value(&last.event).expect("json")["metadata"],
         json!({"channel": "sms"})
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_is_written_and_filtered_over_mcp() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let client = connect(&serve(&app).await, &key).await.expect("initialize");
+    let mut ids = Vec::new();
+    for (summary, channel) in [
+        ("Sent the renewal notice by email", "email"),
+        ("Sent the renewal notice by text message", "sms"),
+    ] {
+        let written = call(
+            &client,
+            "record_event",
+            json!({"summary": summary, "actorId": "user:dana", "occurredAt": T,
+                   "sourceRefs": ["chat-17"], "metadata": {"channel": channel}}),
+        )
+        .await;
+        let body = written.structured_content.expect("structured");
+        assert_eq!(body["event"]["metadata"]["channel"], channel, "{body}");
+        ids.push(body["eventId"].as_str().expect("id").to_string());
+    }
+    let recall = call(
+        &client,
+        "recall",
+        json!({"query": "renewal notice", "scope": {"metadata": {"channel": "sms"}}}),
+    )
+    .await;
+    let body = recall.structured_content.expect("structured");
+    let got: Vec<&str> = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|h| h["eventId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(got, vec![ids[1].as_str()], "{body}");
 }

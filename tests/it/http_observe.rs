@@ -190,3 +190,37 @@ async fn validation_errors_are_reported_at_once_and_roles_enforced() {
     let (status, body) = observe(&app, &reader, interaction("hi")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
 }
+
+#[tokio::test]
+async fn an_interaction_that_names_no_trust_gets_what_a_write_would() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let mut body = interaction("Please send my invoices by email from now on");
+    body.as_object_mut().expect("object").remove("sourceTrust");
+    let (status, answer) = observe(&app, &key, body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["outcome"], "candidate");
+    assert_eq!(
+        answer["candidate"]["sourceTrust"], "agent_inferred",
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["event"]["sourceTrust"], "agent_inferred");
+
+    let (status, made) = app
+        .call(
+            "POST",
+            "/v1/admin/keys",
+            Some(crate::common::ADMIN),
+            Some(json!({"tenantId": "acme", "roles": ["writer"], "defaultSourceTrust": "tool_result"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let tool_key = made["key"].as_str().expect("key");
+    body["sourceRefs"] = json!(["chat-78"]);
+    let (status, answer) = observe(&app, tool_key, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert_eq!(
+        answer["candidate"]["sourceTrust"], "tool_result",
+        "the key's default"
+    );
+}

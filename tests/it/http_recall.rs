@@ -399,7 +399,17 @@ async fn unknown_recall_fields_and_audit_actions_are_named() {
         .filter_map(|e| e["field"].as_str())
         .collect();
     assert_eq!(fields, ["bogusField", "scope.actor"], "{body}");
-    assert_eq!(body["errors"][0]["message"], "unknown field");
+    let message = body["errors"][0]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("unknown field (known fields: ") && message.contains("query"),
+        "names the fields a recall has: {message}"
+    );
+    assert!(
+        body["errors"][1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("actorIds")),
+        "{body}"
+    );
 
     let (status, body) = app
         .call("GET", "/v1/audit?action=bogus", Some(&key), None)

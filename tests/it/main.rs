@@ -1,5 +1,6 @@
 //! HTTP-level integration tests with the real embedding model.
 
+mod cli_keys;
 mod cli_transfer;
 mod cluster_binary;
 mod coded_recall;
@@ -33,6 +34,7 @@ mod hybrid_recall;
 mod index_faults;
 mod isolation;
 mod mcp;
+mod mcp_python;
 mod nats_cluster;
 mod nats_engine;
 mod nats_keys;

@@ -420,3 +420,191 @@ async fn stdio_binary_refuses_an_unknown_key() {
     assert!(stderr.contains("unauthenticated"), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing on the MCP channel");
 }
+
+/// The problem body of a failed call, checking it reads as the HTTP problem+json would.
+fn problem(result: &CallToolResult) -> Value {
+    let code = err_code(result);
+    let body = result.structured_content.clone().expect("problem body");
+    assert_eq!(body["type"], format!("urn:episodic:problem:{code}"));
+    assert!(body["title"].as_str().is_some_and(|t| !t.is_empty()));
+    assert!(body["status"]
+        .as_u64()
+        .is_some_and(|s| (400..600).contains(&s)));
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_errors_are_problems_whose_detail_names_the_fix() {
+    let app = App::new();
+    let writer = app.key("acme").await;
+    let reader = app.key_with("acme", &["reader"]).await;
+    let url = serve(&app).await;
+    let client = connect(&url, &writer).await.expect("initialize");
+
+    // Validation: every field error, spelt out in the detail too.
+    let body = problem(
+        &call(
+            &client,
+            "record_event",
+            json!({"actorId": "u1", "occurredAt": T, "sourceRefs": ["c"], "colour": "blue"}),
+        )
+        .await,
+    );
+    assert_eq!(body["code"], "validation_failed");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(detail.contains("summary: is required"), "{detail}");
+    assert!(
+        detail.contains("colour: unknown field (known fields: ") && detail.contains("summary"),
+        "{detail}"
+    );
+    let body = problem(&call(&client, "recall", json!({"query": "x", "top_k": 3})).await);
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit")),
+        "names the argument meant: {body}"
+    );
+
+    // A write the policy denies says what to change, and nothing is stored.
+    let body = problem(
+        &call(
+            &client,
+            "record_event",
+            event(
+                "u1",
+                "Provisioned the analytics database; admin user is analytics_admin with password Xk9#pq!2mLw7.",
+                T,
+            ),
+        )
+        .await,
+    );
+    assert_eq!(body["code"], "policy_denied");
+    assert_eq!(body["decision"]["reason"], "contains_credential:password");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(detail.contains("remove the credential"), "{detail}");
+    assert!(!detail.contains("Xk9#pq"), "never the secret: {detail}");
+
+    // A conflict names the event to correct instead.
+    let first = ok(call(
+        &client,
+        "record_event",
+        event("u1", "Deploys go to staging", T),
+    )
+    .await);
+    let first = first["eventId"].as_str().expect("id").to_string();
+    let fix = json!({"correctsEventId": first, "summary": "Deploys go to production",
+                     "sourceTrust": "user_provided"});
+    ok(call(&client, "correct_event", fix.clone()).await);
+    let body = problem(&call(&client, "correct_event", fix).await);
+    assert_eq!(body["code"], "conflict");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(detail.contains("supersededBy"), "{detail}");
+
+    // An unknown id says where ids come from.
+    let body = problem(&call(&client, "get_event", json!({"eventId": "nope"})).await);
+    assert_eq!(body["code"], "not_found");
+    assert!(body["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains("recall")));
+    let body = problem(&call(&client, "forget_event", json!({})).await);
+    assert_eq!(body["errors"][0]["field"], "eventId");
+    assert!(body["errors"][0]["message"]
+        .as_str()
+        .is_some_and(|m| m.starts_with("is required")));
+
+    // A missing role names the role and the way to get it.
+    let read_only = connect(&url, &reader).await.expect("initialize");
+    let body = problem(&call(&read_only, "record_event", event("u1", "x", T)).await);
+    assert_eq!(body["code"], "forbidden");
+    assert_eq!(body["missingRole"], "writer");
+    assert!(body["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains("use a key made with the writer role")));
+    read_only.cancel().await.expect("close");
+
+    // A tool that does not exist is a protocol error listing the tools, with a problem body.
+    let err = client
+        .call_tool(CallToolRequestParams::new("remember"))
+        .await
+        .expect_err("unknown tool");
+    let text = err.to_string();
+    assert!(text.contains("record_event"), "{text}");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_gives_evidence_as_text_and_ids_and_scores_as_structured_content() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let client = connect(&serve(&app).await, &key).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools");
+    let recall = tools.iter().find(|t| t.name == "recall").expect("recall");
+    let output = recall.output_schema.as_ref().expect("an output schema");
+    assert_eq!(output.get("type"), Some(&json!("object")));
+    let hit = &serde_json::to_value(&**output).expect("schema")["properties"]["results"]["items"];
+    assert!(
+        hit["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("eventId"))),
+        "{hit}"
+    );
+    for t in &tools {
+        let schema = serde_json::to_value(&*t.input_schema).expect("schema");
+        for combinator in ["anyOf", "oneOf", "allOf"] {
+            assert!(schema.get(combinator).is_none(), "{}: {combinator}", t.name);
+        }
+        assert!(
+            t.description.as_deref().is_some_and(|d| d.len() > 150),
+            "{}: a description a model can act on",
+            t.name
+        );
+    }
+    let correct = tools
+        .iter()
+        .find(|t| t.name == "correct_event")
+        .expect("tool");
+    assert_eq!(
+        correct.input_schema.get("required"),
+        Some(&json!(["correctsEventId"]))
+    );
+
+    let empty = call(&client, "recall", json!({"query": "renewal notices"})).await;
+    assert!(
+        text(&empty).starts_with("No past events matched"),
+        "{}",
+        text(&empty)
+    );
+    assert_eq!(ok(empty)["results"], json!([]));
+
+    let id = ok(call(
+        &client,
+        "record_event",
+        json!({"summary": "Dana prefers renewal notices by email", "actorId": "user:dana",
+               "occurredAt": T, "sourceRefs": ["chat-17"]}),
+    )
+    .await)["eventId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let result = call(
+        &client,
+        "recall",
+        json!({"query": "How should renewal notices reach Dana?"}),
+    )
+    .await;
+    let evidence = text(&result);
+    let body = ok(result);
+    assert_eq!(body["evidence"], evidence.as_str());
+    let top = &body["results"][0];
+    assert_eq!(top["eventId"], id.as_str());
+    assert_eq!(top["event"]["eventId"], id.as_str());
+    assert!(top["score"].as_f64().is_some_and(|s| s > 0.0));
+    let parts = top["scoreBreakdown"].as_object().expect("breakdown");
+    assert!(
+        parts.contains_key("relevance") && parts.contains_key("cosine"),
+        "{top}"
+    );
+    assert_eq!(body["stats"]["path"], "exact");
+    assert!(body["stats"]["candidates"].as_u64().is_some_and(|n| n >= 1));
+    client.cancel().await.expect("close");
+}

@@ -102,8 +102,9 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-/// The edges: only these know JSON bodies and problems (`application/problem+json`).
-const EDGES: [&str; 5] = ["api", "mcp", "ui", "wire", "transfer"];
+/// The edges: only these know JSON bodies, problems (`application/problem+json`) and
+/// command lines.
+const EDGES: [&str; 6] = ["api", "mcp", "ui", "wire", "transfer", "offline_keys"];
 
 #[test]
 fn the_engine_side_never_reaches_an_edge() {

@@ -60,19 +60,28 @@ impl From<LogError> for WriterError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Conflict {
     /// A client id already names an event with different content.
-    #[error("event {0} already exists with different content")]
+    #[error(
+        "event {0} already exists with different content; give the new event another \
+         eventId, or omit eventId and the server makes one"
+    )]
     Exists(String),
     /// A client id names a deleted event; ids are never reused.
-    #[error("event {0} was deleted; its id cannot be reused")]
+    #[error("event {0} was deleted; its id cannot be reused: give another eventId, or omit it")]
     Deleted(String),
     /// A correction names its own id among the events it supersedes.
-    #[error("event {0} cannot supersede itself")]
+    #[error("event {0} cannot supersede itself; give the correction another eventId, or omit it")]
     SelfSupersession(String),
     /// A correction targets an event another correction already superseded.
-    #[error("event {0} is already superseded")]
+    #[error(
+        "event {0} is already superseded; correct the event that superseded it (its \
+         supersededBy) instead"
+    )]
     AlreadySuperseded(String),
     /// A correction targets an event still waiting for review.
-    #[error("event {0} is pending review and cannot be superseded")]
+    #[error(
+        "event {0} is pending review and cannot be superseded; correct it once a reviewer \
+         has approved it"
+    )]
     TargetPending(String),
     /// A review names an event that is not pending review.
     #[error("event {id} is {status}, not pending review")]
