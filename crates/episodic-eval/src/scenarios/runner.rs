@@ -1089,6 +1089,7 @@ impl Play<'_> {
             resource_refs: Vec::new(),
             occurred_after: q.from.as_deref().map(|s| self.shift(s)),
             occurred_before: q.to.as_deref().map(|s| self.shift(s)),
+            metadata: Default::default(),
         };
         let query = TimelineQuery {
             scope: scope.clone(),
