@@ -51,6 +51,8 @@ fn hidden_from(grant: &TenantGrant, event: &StoredEvent) -> Option<String> {
     })
 }
 
+/// The SHA-256 of the validated input, kept in its log record (idempotency compares
+/// content, [`EventInput::same_content`], not this hash).
 fn hash_input(input: &EventInput) -> String {
     let bytes = serde_json::to_vec(input).unwrap_or_default();
     hex::encode(Sha256::digest(bytes))
@@ -127,7 +129,7 @@ impl Engine {
             });
         }
         let input_hash = hash_input(&input);
-        if let Some(mut done) = self.retry_without_embedding(grant, &input, &input_hash)? {
+        if let Some(mut done) = self.retry_without_embedding(grant, &input)? {
             done.hidden_from_writer = hidden_from(grant, &done.event);
             return Ok(done);
         }
@@ -159,7 +161,6 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         input: &EventInput,
-        hash: &str,
     ) -> Result<Option<WriteOutcome>, Error> {
         let Some(id) = &input.event_id else {
             return Ok(None);
@@ -170,7 +171,8 @@ impl Engine {
             Lookup::Deleted(_) => return Err(Conflict::Deleted(id.clone()).into()),
             Lookup::Live(entry) => entry,
         };
-        if entry.input_hash != hash {
+        let view = self.view(grant, &table);
+        if !view.repeats(input, &entry.event) {
             return Err(Conflict::Exists(id.clone()).into());
         }
         let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
@@ -180,7 +182,6 @@ impl Engine {
             vec![id.clone()],
             detail,
         ));
-        let view = self.view(grant, &table);
         Ok(Some(WriteOutcome {
             event: view.present(&entry.event),
             decision: entry.decision.clone(),

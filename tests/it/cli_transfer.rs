@@ -139,6 +139,28 @@ fn import_accounts_for_every_line_and_export_round_trips() {
     assert_eq!(events[0]["status"], "superseded");
     assert_eq!(events[1]["eventId"], "ev-b");
     assert_eq!(events[0]["vector"].as_array().expect("vector").len(), 384);
+
+    // The export imported again into the same directory: every line unchanged (a
+    // correction and the event it superseded included), none failed.
+    let out = episodic(
+        &[
+            "import",
+            "--tenant",
+            "acme",
+            "--file",
+            first.to_str().expect("utf8"),
+        ],
+        &data,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(again["unchanged"], 2, "{again}");
+    assert_eq!(again["failed"], json!([]), "{again}");
+    assert_eq!(again["invalid"], json!([]), "{again}");
     let copy = src.path().join("copy");
     let out = episodic(
         &[
