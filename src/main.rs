@@ -38,7 +38,7 @@ enum Command {
     Serve(ServeArgs),
     /// Print the effective settings (defaults, config file, environment, flags) as TOML, secrets redacted.
     PrintConfig(ServeArgs),
-    /// Import a JSONL file of events into one tenant through validation and the write policy (server stopped).
+    /// Import a JSONL file of events into one tenant through validation and the write policy (server stopped; exit status 2 when some lines were not imported).
     Import(episodic::transfer::ImportArgs),
     /// Export one tenant's events as JSONL, optionally with vectors (server stopped).
     Export(episodic::transfer::ExportArgs),
@@ -121,11 +121,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     episodic::telemetry::init_logging(&cli.log_format);
     let result = match cli.command {
+        Command::Import(args) => return exit_code(import(&args)),
         Command::Serve(args) => serve(args),
         Command::PrintConfig(args) => {
             episodic::config::print_config(&args).map(|text| print!("{text}"))
         }
-        Command::Import(args) => import(&args),
         Command::Export(args) => episodic::transfer::export(&args).map(|n| {
             eprintln!("exported {n} events");
         }),
@@ -136,8 +136,13 @@ fn main() -> ExitCode {
             accept_loss,
         } => recover(data_dir, accept_loss),
     };
+    exit_code(result.map(|()| ExitCode::SUCCESS))
+}
+
+/// The process's exit status: the command's, or 1 after printing its error.
+fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -145,20 +150,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
+/// Exit status of an import that ran to its end but left lines out (the summary lists them).
+const EXIT_LINES_NOT_IMPORTED: u8 = 2;
+
+/// `episodic import`: the summary on stdout; exit status 0 only when every line was written
+/// or unchanged, 2 when some were not, 1 when the import could not run or stopped.
+fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<ExitCode> {
     let summary = episodic::transfer::import(args)?;
-    eprintln!(
-        "imported {} lines: {} allowed, {} review, {} unchanged, {} denied, {} invalid, {} failed",
-        summary.lines,
-        summary.allowed,
-        summary.review,
-        summary.unchanged,
-        summary.denied.len(),
-        summary.invalid.len(),
-        summary.failed.len()
-    );
     println!("{}", serde_json::to_string_pretty(&summary)?);
-    Ok(())
+    eprintln!("imported {}", summary.describe());
+    if summary.complete() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_LINES_NOT_IMPORTED))
+    }
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -186,6 +191,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         forward,
         keys: Arc::new(keys),
         body_limit: args.max_body_bytes,
+        import_limit: args.max_import_bytes,
         auth_limit: Arc::new(AuthLimiter::new(args.auth_failure_limit()?)),
     };
     let load = Load {

@@ -4,7 +4,7 @@
 //!
 //! Layout: this file is the [`Engine`] handle (reads, and the requests it sends the
 //! writer), `write` its write path (validation, policy, idempotent retries, embedding),
-//! `export` and `observe` two more entry points; [`writer`] is the write half, in one folder
+//! `export`, `import` and `observe` more entry points; [`writer`] is the write half, in one folder
 //! (see its docs for the vocabulary of apply, catch-up, re-evaluation and idempotent retry);
 //! `open` starts it all and `recovery` proves nothing acknowledged is missing; `shared`,
 //! `logged`, `partitions` and `scope_health` are leaves the others use. Dependencies point
@@ -27,6 +27,7 @@ mod draft;
 mod error;
 mod export;
 mod gauges;
+mod import;
 mod logged;
 mod moving;
 mod observe;
@@ -48,7 +49,8 @@ use tokio::sync::oneshot;
 
 pub use crate::read::SubjectRule;
 pub use error::Error;
-pub use export::ExportedEvent;
+pub use export::{ExportSnapshot, ExportedEvent};
+pub use import::{ImportLine, ImportedBatch, LineResult};
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
 pub use scope_health::ScopeHealth;

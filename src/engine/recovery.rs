@@ -273,6 +273,7 @@ impl TrailImage {
             | AuditAction::Approve
             | AuditAction::Requeue
             | AuditAction::Compact
+            | AuditAction::Export
             | AuditAction::Recovered => None,
         };
         if let Some(reason) = reason {

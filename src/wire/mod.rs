@@ -17,6 +17,7 @@ use crate::model::{Decision, EventDraft, EventInput, Timestamp};
 use crate::observe::parse_interaction;
 
 mod problem;
+pub mod transfer;
 
 pub use problem::{problem_body, Problem};
 

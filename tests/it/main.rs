@@ -26,6 +26,7 @@ mod http_openapi;
 mod http_policy;
 mod http_recall;
 mod http_storage;
+mod http_transfer;
 mod http_write;
 mod hybrid_recall;
 mod index_faults;
