@@ -55,6 +55,17 @@ enum Command {
         #[arg(long)]
         accept_loss: bool,
     },
+    /// Restore a backup made by `POST /v1/admin/backup` into a new or empty data directory:
+    /// checks every file against the backup's manifest, copies it, and rebuilds the indexes
+    /// from the log (vectors come from the log: nothing is embedded, no model is loaded).
+    Restore {
+        /// The backup's directory (the `path` the backup answered with).
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// The data directory to create (it must not exist, or be empty).
+        #[arg(long)]
+        data_dir: std::path::PathBuf,
+    },
     /// Physically purge deleted, erased and expired content (stop the server first).
     Compact {
         /// Directory holding the log, indexes and keys.
@@ -73,6 +84,30 @@ fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     runtime.block_on(engine.shutdown());
     let report = report.map_err(|p| anyhow::anyhow!("{p}"))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn restore(from: &std::path::Path, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
+    let report = episodic::engine::restore(from, &data_dir)?;
+    // Opening replays the log into the table and rebuilds every index from it; the
+    // offline embedder fails if anything asks it for a vector.
+    let config = episodic::engine::EngineConfig::new(data_dir);
+    let engine = Engine::open(config, Arc::new(episodic::embed::OfflineEmbedder))?;
+    let events = engine.stats().events;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(engine.shutdown());
+    anyhow::ensure!(
+        events == report.events,
+        "the restored log holds {events} live events, the backup's manifest {}",
+        report.events
+    );
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    eprintln!(
+        "restored backup {} ({} events, log sequence {}) into {}: start the server on it",
+        report.backup_id, report.events, report.log_sequence, report.data_dir
+    );
     Ok(())
 }
 
@@ -131,6 +166,7 @@ fn main() -> ExitCode {
         }),
         Command::Mcp(args) => mcp(&args),
         Command::Compact { data_dir } => compact(data_dir),
+        Command::Restore { from, data_dir } => restore(&from, data_dir),
         Command::Recover {
             data_dir,
             accept_loss,

@@ -113,6 +113,7 @@ pub fn router_and_spec(
         .routes(routes!(lifecycle::compact))
         .routes(routes!(transfer::export))
         .routes(routes!(transfer::import))
+        .routes(routes!(transfer::backup))
         .routes(routes!(routes::recall))
         .routes(routes!(routes::timeline))
         .routes(routes!(langchain::retrieve))

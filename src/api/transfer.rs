@@ -1,4 +1,5 @@
-//! Bulk transfer while serving: `GET /v1/export` and `POST /v1/import`.
+//! Bulk transfer and backup while serving: `GET /v1/export`, `POST /v1/import` and
+//! `POST /v1/admin/backup`.
 //!
 //! Invariants:
 //! - export needs `reader` and holds exactly what the key's reads return (its tenant,
@@ -12,7 +13,10 @@
 //!   that vectors in lines are ignored ([`Vectors::Ignore`]); the body is bounded by
 //!   `--max-import-bytes`; the answer is 200 only when every line was written or unchanged,
 //!   207 otherwise, with every line not imported listed; JSON parsing runs on blocking
-//!   threads.
+//!   threads;
+//! - backup is the admin's (it copies every tenant), is written under the configured
+//!   backup directory under a name the server chooses (a request names no path), and is
+//!   answered once the copy is complete and durable.
 
 use std::collections::HashMap;
 
@@ -21,9 +25,9 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::extract::{read_limited, Auth};
+use super::extract::{read_limited, Auth, OptionalJsonBody};
 use super::openapi::{AuthErrors, ProblemDoc, Unavailable};
 use super::AppState;
 use crate::auth::{roles, TenantGrant};
@@ -290,4 +294,62 @@ fn numbered_lines(body: &Bytes) -> impl Iterator<Item = (usize, Bytes)> + '_ {
             return Some((number, line));
         }
     })
+}
+
+/// `POST /v1/admin/backup` (admin): a consistent copy of the whole store.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/backup",
+    tag = "admin",
+    operation_id = "create_backup",
+    summary = "Take an online backup of the whole store into the server's backup directory",
+    description = "Copies the event log (events with their vectors), the audit trail, its hash \
+                   key and the key records, as they stood at one log position, into a new \
+                   directory under `--backup-dir` (default `<data-dir>/backups`) named by the \
+                   server; writes continue meanwhile. The answer comes once the copy is complete \
+                   and fsynced, with its position (`logSequence`: every write acknowledged before \
+                   this request is at or below it) and each file's SHA-256. Restore with \
+                   `episodic restore --from <path> --data-dir <new dir>`. Not available in \
+                   cluster mode (409).",
+    request_body(content = Object, description = "Empty, or an empty object: the server names the backup and its place", example = json!({})),
+    responses(
+        (status = 201, description = "the backup, complete and durable", body = crate::engine::BackupReport),
+        (status = 409, description = "cluster mode: streams are replicated instead", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "the body names a field (a backup takes none)", body = ProblemDoc, content_type = "application/problem+json"),
+        AuthErrors,
+        Unavailable
+    )
+)]
+pub async fn backup(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Response, Problem> {
+    principal.require_admin()?;
+    match body {
+        None => {}
+        Some(Value::Object(fields)) if fields.is_empty() => {}
+        Some(Value::Object(fields)) => {
+            let errors = fields
+                .keys()
+                .map(|k| {
+                    FieldError::new(
+                        k.clone(),
+                        "unknown field: a backup takes none (the server names its directory \
+                         under --backup-dir)",
+                    )
+                })
+                .collect();
+            return Err(Problem::validation(errors));
+        }
+        Some(_) => {
+            return Err(Problem::validation(vec![FieldError::new(
+                "",
+                "the body must be empty or an empty object",
+            )]))
+        }
+    }
+    let engine = super::routes::single_engine(&state, "online backup")?;
+    let report = engine.backup(principal.key_id()).await?;
+    Ok((StatusCode::CREATED, Json(json!(report))).into_response())
 }

@@ -50,11 +50,13 @@ pub enum AuditAction {
     Recovered,
     /// A tenant's events were exported (`detail.events`: how many).
     Export,
+    /// The admin took a backup of the whole store (`detail.backupId`, `detail.logSequence`).
+    Backup,
 }
 
 impl AuditAction {
     /// Every action, in declaration order.
-    pub const ALL: [AuditAction; 18] = [
+    pub const ALL: [AuditAction; 19] = [
         AuditAction::Write,
         AuditAction::Correct,
         AuditAction::Deny,
@@ -73,6 +75,7 @@ impl AuditAction {
         AuditAction::Compact,
         AuditAction::Recovered,
         AuditAction::Export,
+        AuditAction::Backup,
     ];
 
     /// The action named `name` (its wire name), if any.
@@ -106,6 +109,7 @@ impl AuditAction {
             AuditAction::Compact => "compact",
             AuditAction::Recovered => "recovered",
             AuditAction::Export => "export",
+            AuditAction::Backup => "backup",
         }
     }
 }

@@ -274,6 +274,7 @@ impl TrailImage {
             | AuditAction::Requeue
             | AuditAction::Compact
             | AuditAction::Export
+            | AuditAction::Backup
             | AuditAction::Recovered => None,
         };
         if let Some(reason) = reason {

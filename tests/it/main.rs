@@ -13,6 +13,7 @@ mod grant_leaks;
 mod hnsw_path;
 mod http_admin_key;
 mod http_auth;
+mod http_backup;
 mod http_batch;
 mod http_cors;
 mod http_edges;
