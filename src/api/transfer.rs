@@ -28,7 +28,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::extract::{read_limited, Auth, OptionalJsonBody};
-use super::openapi::{AuthErrors, ProblemDoc, Unavailable};
+use super::openapi::{AuthErrors, BackupBody, BodyErrors, ProblemDoc, Unavailable};
 use super::AppState;
 use crate::auth::{roles, TenantGrant};
 use crate::engine::{Engine, ImportLine};
@@ -152,8 +152,8 @@ fn vectors_param(params: &HashMap<String, String>) -> Result<bool, Problem> {
                    The answer accounts for every line: 200 when all were written or unchanged, \
                    207 when some were not (`denied`, `invalid` and `failed` list them with line \
                    number, code and detail).",
-    request_body(content = String, content_type = "application/x-ndjson",
-        description = "One event record per line (blank lines are skipped)",
+    request_body(content = Option<String>, content_type = "application/x-ndjson",
+        description = "One event record per line (blank lines are skipped; an empty body imports nothing)",
         example = json!("{\"eventId\":\"ev-1\",\"eventType\":\"user_preference_stated\",\"occurredAt\":\"2026-06-17T09:20:00Z\",\"actorId\":\"user:dana\",\"resourceRefs\":[],\"summary\":\"Dana asked for renewal notices by email\",\"sourceRefs\":[\"chat-17\"],\"sourceTrust\":\"user_provided\",\"confidence\":\"medium\",\"privacyClass\":\"internal\",\"retention\":{\"deleteOnRequest\":true},\"supersedesEventIds\":[],\"correctionPath\":\"\"}\n{\"eventId\":\"ev-2\",\"eventType\":\"correction_received\",\"occurredAt\":\"2026-06-18T10:00:00Z\",\"actorId\":\"user:dana\",\"resourceRefs\":[],\"summary\":\"Dana now wants renewal notices by text message\",\"sourceRefs\":[\"chat-18\"],\"sourceTrust\":\"user_provided\",\"confidence\":\"high\",\"privacyClass\":\"internal\",\"retention\":{\"deleteOnRequest\":true},\"supersedesEventIds\":[\"ev-1\"],\"correctionPath\":\"user_message\"}\n")),
     responses(
         (status = 200, description = "every line written or unchanged", body = ImportSummary,
@@ -311,12 +311,13 @@ fn numbered_lines(body: &Bytes) -> impl Iterator<Item = (usize, Bytes)> + '_ {
                    this request is at or below it) and each file's SHA-256. Restore with \
                    `episodic restore --from <path> --data-dir <new dir>`. Not available in \
                    cluster mode (409).",
-    request_body(content = Object, description = "Empty, or an empty object: the server names the backup and its place", example = json!({})),
+    request_body(content = Option<BackupBody>, description = "None, or an empty object: the server names the backup and its place", example = json!({})),
     responses(
         (status = 201, description = "the backup, complete and durable", body = crate::engine::BackupReport),
         (status = 409, description = "cluster mode: streams are replicated instead", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "the body names a field (a backup takes none)", body = ProblemDoc, content_type = "application/problem+json"),
         AuthErrors,
+        BodyErrors,
         Unavailable
     )
 )]
@@ -327,7 +328,7 @@ pub async fn backup(
 ) -> Result<Response, Problem> {
     principal.require_admin()?;
     match body {
-        None => {}
+        None | Some(Value::Null) => {}
         Some(Value::Object(fields)) if fields.is_empty() => {}
         Some(Value::Object(fields)) => {
             let errors = fields
@@ -345,7 +346,7 @@ pub async fn backup(
         Some(_) => {
             return Err(Problem::validation(vec![FieldError::new(
                 "",
-                "the body must be empty or an empty object",
+                "the body must be absent, null or an empty object",
             )]))
         }
     }

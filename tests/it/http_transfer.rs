@@ -533,3 +533,36 @@ async fn import_bodies_are_bounded_and_must_be_ndjson() {
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
 }
+
+#[tokio::test]
+async fn the_spec_describes_ndjson_bodies_with_examples() {
+    let app = App::new();
+    let (status, spec) = app.call("GET", "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let import = &spec["paths"]["/v1/import"]["post"];
+    assert_eq!(import["operationId"], "import_events");
+    let body = &import["requestBody"]["content"]["application/x-ndjson"];
+    let example = body["example"].as_str().expect("an NDJSON example");
+    assert!(example.lines().count() >= 2, "{example}");
+    for line in example.lines() {
+        // Each example line is a valid import line.
+        let parsed = episodic::wire::transfer::parse_line(
+            line,
+            1,
+            "acme",
+            &episodic::model::validate::Limits::default(),
+            episodic::wire::transfer::Vectors::Ignore,
+        );
+        assert!(parsed.is_ok(), "{line}: {parsed:?}");
+    }
+    for status in ["200", "207"] {
+        assert!(import["responses"][status]["content"]["application/json"]["example"].is_object());
+    }
+    let export = &spec["paths"]["/v1/export"]["get"];
+    assert_eq!(export["operationId"], "export_events");
+    assert!(export["responses"]["200"]["content"]["application/x-ndjson"].is_object());
+    assert!(export["responses"]["200"]["headers"]["Episodic-Export-Events"].is_object());
+    let backup = &spec["paths"]["/v1/admin/backup"]["post"];
+    assert_eq!(backup["operationId"], "create_backup");
+    assert!(backup["requestBody"]["content"]["application/json"]["example"].is_object());
+}
