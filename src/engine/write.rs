@@ -5,9 +5,13 @@
 //! Invariants: the input is typed ([`EventInput`]): an edge parsed and validated it once
 //! (`model::validate`), and checked any `tenantId` it carried against the key's; nothing
 //! reaches the writer that the policy denies (a denial is audited as `deny`); the tenant
-//! comes from the grant, never from the input; an idempotent retry found here is answered without embedding, and the
+//! comes from the grant, never from the input; an idempotent retry (the same content as
+//! the stored event, as the key sees it) found here is answered without embedding, and the
 //! writer checks again, serially, for one racing its original; a deleted event's id is
-//! never reused.
+//! never reused; an id as stored (`id~tag`, from an import line) is kept only when the key
+//! knows that event, else it is read as the id its writer chose, so no key writes into
+//! another key's namespace. [`Engine::decide`] and [`Engine::store`] are the two halves
+//! bulk import uses to embed many decided writes in one model call.
 
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
