@@ -433,7 +433,35 @@ async fn the_commands_import_a_served_stores_export_unchanged() {
         ),
     )
     .await;
-    let (http_text, _) = export(&app, &key, "").await;
+    // A deleted event and an expired one: in neither export.
+    let gone = app
+        .write_ok(
+            &key,
+            event(
+                "ana",
+                "Ana mentioned a dentist visit",
+                "2026-01-09T08:00:00Z",
+            ),
+        )
+        .await;
+    let (status, _) = app
+        .call("DELETE", &format!("/v1/events/{gone}"), Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let expiring = with(
+        event(
+            "ana",
+            "Ana is at the airport lounge",
+            "2026-01-10T08:00:00Z",
+        ),
+        "retention",
+        json!({"deleteOnRequest": true, "expiresAt": soon(1000)}),
+    );
+    let expired = app.write_ok(&key, expiring).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let (http_text, lines) = export(&app, &key, "").await;
+    assert_eq!(lines.len(), 4);
+    assert!(!http_text.contains(&gone) && !http_text.contains(&expired));
     app.engine.shutdown().await;
     let dir = app.dir.path().to_path_buf();
     let out_file = dir.join("cli-export.jsonl");
