@@ -49,6 +49,13 @@ pub struct ServeArgs {
     /// Maximum request body size in bytes.
     #[arg(long, env = "EPISODIC_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
     pub max_body_bytes: usize,
+    /// Maximum body of one `POST /v1/import` (NDJSON), in bytes.
+    #[arg(long, env = "EPISODIC_MAX_IMPORT_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_import_bytes: usize,
+    /// Directory `POST /v1/admin/backup` writes backups under, each in a directory of its
+    /// own (default: `<data-dir>/backups`).
+    #[arg(long, env = "EPISODIC_BACKUP_DIR")]
+    pub backup_dir: Option<PathBuf>,
     /// Recency half-life in days.
     #[arg(long, env = "EPISODIC_RECENCY_HALF_LIFE_DAYS", default_value_t = 180.0)]
     pub recency_half_life_days: f64,
@@ -331,6 +338,13 @@ impl ServeArgs {
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
         c.cpu_threads = self.cpu_threads.max(1);
+        if let Some(dir) = &self.backup_dir {
+            c.backup_dir = dir.clone();
+        }
+        anyhow::ensure!(
+            self.max_import_bytes >= 1024,
+            "--max-import-bytes must be at least 1024"
+        );
         anyhow::ensure!(
             self.sweep_interval_secs >= 1,
             "--sweep-interval-secs must be at least 1"

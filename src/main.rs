@@ -38,7 +38,7 @@ enum Command {
     Serve(ServeArgs),
     /// Print the effective settings (defaults, config file, environment, flags) as TOML, secrets redacted.
     PrintConfig(ServeArgs),
-    /// Import a JSONL file of events into one tenant through validation and the write policy (server stopped).
+    /// Import a JSONL file of events into one tenant through validation and the write policy (server stopped; exit status 2 when some lines were not imported).
     Import(episodic::transfer::ImportArgs),
     /// Export one tenant's events as JSONL, optionally with vectors (server stopped).
     Export(episodic::transfer::ExportArgs),
@@ -57,6 +57,17 @@ enum Command {
         /// Accept the loss the report shows and make the files consistent again.
         #[arg(long)]
         accept_loss: bool,
+    },
+    /// Restore a backup made by `POST /v1/admin/backup` into a new or empty data directory:
+    /// checks every file against the backup's manifest, copies it, and rebuilds the indexes
+    /// from the log (vectors come from the log: nothing is embedded, no model is loaded).
+    Restore {
+        /// The backup's directory (the `path` the backup answered with).
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// The data directory to create (it must not exist, or be empty).
+        #[arg(long)]
+        data_dir: std::path::PathBuf,
     },
     /// Physically purge deleted, erased and expired content (stop the server first).
     Compact {
@@ -108,6 +119,30 @@ fn compact(data_dir: std::path::PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn restore(from: &std::path::Path, data_dir: std::path::PathBuf) -> anyhow::Result<()> {
+    let report = episodic::engine::restore(from, &data_dir)?;
+    // Opening replays the log into the table and rebuilds every index from it; the
+    // offline embedder fails if anything asks it for a vector.
+    let config = episodic::engine::EngineConfig::new(data_dir);
+    let engine = Engine::open(config, Arc::new(episodic::embed::OfflineEmbedder))?;
+    let events = engine.stats().events;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(engine.shutdown());
+    anyhow::ensure!(
+        events == report.events,
+        "the restored log holds {events} live events, the backup's manifest {}",
+        report.events
+    );
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    eprintln!(
+        "restored backup {} ({} events, log sequence {}) into {}: start the server on it",
+        report.backup_id, report.events, report.log_sequence, report.data_dir
+    );
+    Ok(())
+}
+
 fn recover(data_dir: std::path::PathBuf, accept_loss: bool) -> anyhow::Result<()> {
     let config = episodic::engine::EngineConfig::new(data_dir);
     let report = episodic::engine::recover(&config, accept_loss)?;
@@ -153,24 +188,30 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     episodic::telemetry::init_logging(&cli.log_format);
     let result = match cli.command {
+        Command::Import(args) => return exit_code(import(&args)),
         Command::Serve(args) => serve(args),
         Command::PrintConfig(args) => {
             episodic::config::print_config(&args).map(|text| print!("{text}"))
         }
-        Command::Import(args) => import(&args),
         Command::Export(args) => episodic::transfer::export(&args).map(|n| {
             eprintln!("exported {n} events");
         }),
         Command::Mcp(args) => mcp(&args),
         Command::Keys(command) => keys(&command),
         Command::Compact { data_dir } => compact(data_dir),
+        Command::Restore { from, data_dir } => restore(&from, data_dir),
         Command::Recover {
             data_dir,
             accept_loss,
         } => recover(data_dir, accept_loss),
     };
+    exit_code(result.map(|()| ExitCode::SUCCESS))
+}
+
+/// The process's exit status: the command's, or 1 after printing its error.
+fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -178,20 +219,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<()> {
+/// Exit status of an import that ran to its end but left lines out (the summary lists them).
+const EXIT_LINES_NOT_IMPORTED: u8 = 2;
+
+/// `episodic import`: the summary on stdout; exit status 0 only when every line was written
+/// or unchanged, 2 when some were not, 1 when the import could not run or stopped.
+fn import(args: &episodic::transfer::ImportArgs) -> anyhow::Result<ExitCode> {
     let summary = episodic::transfer::import(args)?;
-    eprintln!(
-        "imported {} lines: {} allowed, {} review, {} unchanged, {} denied, {} invalid, {} failed",
-        summary.lines,
-        summary.allowed,
-        summary.review,
-        summary.unchanged,
-        summary.denied.len(),
-        summary.invalid.len(),
-        summary.failed.len()
-    );
     println!("{}", serde_json::to_string_pretty(&summary)?);
-    Ok(())
+    eprintln!("imported {}", summary.describe());
+    if summary.complete() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_LINES_NOT_IMPORTED))
+    }
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -222,6 +263,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         forward,
         keys: Arc::new(keys),
         body_limit: args.max_body_bytes,
+        import_limit: args.max_import_bytes,
         auth_limit: Arc::new(AuthLimiter::new(args.auth_failure_limit()?)),
     };
     let load = Load {

@@ -247,7 +247,12 @@ pub async fn route(State(state): State<AppState>, mut req: Request, next: Next) 
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();
-    let body = match super::extract::read_limited(body, state.body_limit).await {
+    let limit = if parts.uri.path() == "/v1/import" {
+        state.import_limit
+    } else {
+        state.body_limit
+    };
+    let body = match super::extract::read_limited(body, limit).await {
         Ok(bytes) => bytes,
         Err(problem) => return problem.into_response(),
     };

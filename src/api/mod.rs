@@ -29,6 +29,7 @@ pub mod problem;
 pub mod request_id;
 mod reviews;
 mod routes;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -51,6 +52,8 @@ use extract::Auth;
 
 /// Default request body limit in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
+/// Default body limit of `POST /v1/import`, in bytes.
+pub const DEFAULT_IMPORT_LIMIT: usize = 64 * 1024 * 1024;
 
 /// Shared handler state.
 #[derive(Clone)]
@@ -63,6 +66,8 @@ pub struct AppState {
     pub keys: Arc<KeyStore>,
     /// Maximum request body size.
     pub body_limit: usize,
+    /// Maximum body of one `POST /v1/import`.
+    pub import_limit: usize,
     /// Failed authentications per client address.
     pub auth_limit: Arc<AuthLimiter>,
 }
@@ -106,6 +111,9 @@ pub fn router_and_spec(
         .routes(routes!(reviews::reject))
         .routes(routes!(lifecycle::audit))
         .routes(routes!(lifecycle::compact))
+        .routes(routes!(transfer::export))
+        .routes(routes!(transfer::import))
+        .routes(routes!(transfer::backup))
         .routes(routes!(routes::recall))
         .routes(routes!(routes::timeline))
         .routes(routes!(langchain::retrieve))

@@ -390,6 +390,12 @@ pub struct ReplayBody {
     pub dry_run: bool,
 }
 
+/// `POST /v1/admin/backup` body: nothing; the server names the backup and its place (the
+/// body may be absent).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackupBody {}
+
 /// The document with its version and the hand-described (non-JSON) routes added.
 pub fn finish(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     api.info.version = env!("CARGO_PKG_VERSION").to_string();

@@ -48,11 +48,15 @@ pub enum AuditAction {
     /// `episodic recover` accepted a loss (or the entry was derived at start-up for a
     /// logged record the trail lacked, marked in its detail).
     Recovered,
+    /// A tenant's events were exported (`detail.events`: how many).
+    Export,
+    /// The admin took a backup of the whole store (`detail.backupId`, `detail.logSequence`).
+    Backup,
 }
 
 impl AuditAction {
     /// Every action, in declaration order.
-    pub const ALL: [AuditAction; 17] = [
+    pub const ALL: [AuditAction; 19] = [
         AuditAction::Write,
         AuditAction::Correct,
         AuditAction::Deny,
@@ -70,6 +74,8 @@ impl AuditAction {
         AuditAction::Requeue,
         AuditAction::Compact,
         AuditAction::Recovered,
+        AuditAction::Export,
+        AuditAction::Backup,
     ];
 
     /// The action named `name` (its wire name), if any.
@@ -102,6 +108,8 @@ impl AuditAction {
             AuditAction::Requeue => "requeue",
             AuditAction::Compact => "compact",
             AuditAction::Recovered => "recovered",
+            AuditAction::Export => "export",
+            AuditAction::Backup => "backup",
         }
     }
 }

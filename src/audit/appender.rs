@@ -315,6 +315,12 @@ impl AuditAppender {
         Ok(())
     }
 
+    /// Every durable entry as a file prefix that stays as it is while the trail grows
+    /// (a backup copies it; queued entries are not in it: flush first).
+    pub fn frozen(&self) -> Result<crate::store::log::Frozen, LogError> {
+        self.log.frozen()
+    }
+
     /// The last frame sequence of the audit log, `None` while it is empty.
     pub fn last_seq(&self) -> Option<u64> {
         self.log.next_seq().checked_sub(1).filter(|s| *s > 0)

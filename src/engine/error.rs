@@ -72,6 +72,9 @@ pub enum Error {
     /// The scope index failed a search.
     #[error(transparent)]
     Search(#[from] SearchError),
+    /// An online backup could not be taken.
+    #[error("the backup could not be taken: {0}")]
+    Backup(#[source] super::backup::BackupError),
     /// The audit log could not be read (the cause is logged, not sent).
     #[error("the audit log could not be read")]
     AuditUnreadable,
@@ -106,6 +109,8 @@ impl Error {
             Error::SelfApproval => ErrorCode::SelfApprovalForbidden,
             Error::Moving(_) => ErrorCode::NotReady,
             Error::Storage(_) | Error::WriterStopped => ErrorCode::StorageUnavailable,
+            Error::Backup(super::backup::BackupError::Unsupported) => ErrorCode::Conflict,
+            Error::Backup(_) => ErrorCode::StorageUnavailable,
             Error::Search(_) | Error::AuditUnreadable | Error::Internal(_) => ErrorCode::Internal,
         }
     }

@@ -4,7 +4,7 @@
 //!
 //! Layout: this file is the [`Engine`] handle (reads, and the requests it sends the
 //! writer), `write` its write path (validation, policy, idempotent retries, embedding),
-//! `export` and `observe` two more entry points; [`writer`] is the write half, in one folder
+//! `export`, `import`, `backup` and `observe` more entry points; [`writer`] is the write half, in one folder
 //! (see its docs for the vocabulary of apply, catch-up, re-evaluation and idempotent retry);
 //! `open` starts it all and `recovery` proves nothing acknowledged is missing; `shared`,
 //! `logged`, `partitions` and `scope_health` are leaves the others use. Dependencies point
@@ -22,11 +22,13 @@
 //! - the audit trail is read from its log file (through a sparse block index), never kept
 //!   whole in memory, so reads — each of which is audited — do not grow memory.
 
+mod backup;
 mod batch;
 mod draft;
 mod error;
 mod export;
 mod gauges;
+mod import;
 mod logged;
 mod moving;
 mod observe;
@@ -47,8 +49,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 pub use crate::read::SubjectRule;
+pub use backup::{restore, verify_backup, BackupError, BackupFile, BackupReport, RestoreReport};
 pub use error::Error;
-pub use export::ExportedEvent;
+pub use export::{ExportSnapshot, ExportedEvent};
+pub use import::{ImportLine, ImportedBatch, LineResult};
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
 pub use scope_health::ScopeHealth;
@@ -110,12 +114,16 @@ pub struct EngineConfig {
     /// A CPU pool to share instead of building one of `cpu_threads` (a cluster node's
     /// shards share the node's pool).
     pub cpu_pool: Option<CpuPool>,
+    /// Where online backups are written (`POST /v1/admin/backup`), each in a directory of
+    /// its own; by default `<data_dir>/backups`.
+    pub backup_dir: PathBuf,
 }
 
 impl EngineConfig {
     /// Defaults rooted at `data_dir`.
     pub fn new(data_dir: PathBuf) -> Self {
         EngineConfig {
+            backup_dir: data_dir.join("backups"),
             data_dir,
             limits: Limits::default(),
             policy: WritePolicy::default(),

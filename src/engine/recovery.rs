@@ -273,6 +273,8 @@ impl TrailImage {
             | AuditAction::Approve
             | AuditAction::Requeue
             | AuditAction::Compact
+            | AuditAction::Export
+            | AuditAction::Backup
             | AuditAction::Recovered => None,
         };
         if let Some(reason) = reason {

@@ -5,9 +5,13 @@
 //! Invariants: the input is typed ([`EventInput`]): an edge parsed and validated it once
 //! (`model::validate`), and checked any `tenantId` it carried against the key's; nothing
 //! reaches the writer that the policy denies (a denial is audited as `deny`); the tenant
-//! comes from the grant, never from the input; an idempotent retry found here is answered without embedding, and the
+//! comes from the grant, never from the input; an idempotent retry (the same content as
+//! the stored event, as the key sees it) found here is answered without embedding, and the
 //! writer checks again, serially, for one racing its original; a deleted event's id is
-//! never reused.
+//! never reused; an id as stored (`id~tag`, from an import line) is kept only when the key
+//! knows that event, else it is read as the id its writer chose, so no key writes into
+//! another key's namespace. [`Engine::decide`] and [`Engine::store`] are the two halves
+//! bulk import uses to embed many decided writes in one model call.
 
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
@@ -19,6 +23,23 @@ use crate::auth::TenantGrant;
 use crate::error::{FieldError, Invalid};
 use crate::model::{Decision, EventInput, StoredEvent, Timestamp};
 use crate::read::Lookup;
+
+/// A write decided and checked against the table ([`Engine::decide`]), waiting for its
+/// vector.
+pub(super) struct Decided {
+    grant: TenantGrant,
+    pub(super) input: EventInput,
+    decision: Decision,
+    input_hash: String,
+}
+
+/// What [`Engine::decide`] found.
+pub(super) enum Step {
+    /// An idempotent retry, answered from the table.
+    Answered(Box<WriteOutcome>),
+    /// A new write, to be embedded and stored.
+    Decided(Box<Decided>),
+}
 
 /// The result of an accepted write.
 #[derive(Debug, Clone)]
@@ -51,6 +72,8 @@ fn hidden_from(grant: &TenantGrant, event: &StoredEvent) -> Option<String> {
     })
 }
 
+/// The SHA-256 of the validated input, kept in its log record (idempotency compares
+/// content, [`EventInput::same_content`], not this hash).
 fn hash_input(input: &EventInput) -> String {
     let bytes = serde_json::to_vec(input).unwrap_or_default();
     hex::encode(Sha256::digest(bytes))
@@ -82,32 +105,31 @@ impl Engine {
     async fn write_inner(
         &self,
         grant: &TenantGrant,
-        mut input: EventInput,
+        input: EventInput,
         wait_for: bool,
         vector: Option<Vec<f32>>,
     ) -> Result<WriteOutcome, Error> {
+        let decided = match self.decide(grant, input)? {
+            Step::Answered(outcome) => return Ok(*outcome),
+            Step::Decided(decided) => decided,
+        };
+        let vector = match vector {
+            Some(v) => normalized(v, self.embedder.dim())?,
+            None => self.embed_one(decided.input.summary.clone()).await?,
+        };
+        self.store(*decided, vector, wait_for).await
+    }
+
+    /// Everything of a write up to its vector: the actor check, the stored id, the
+    /// supersession targets as the grant finds them, the policy's decision (a denial is
+    /// audited and answered here), and an idempotent retry answered from the table.
+    pub(super) fn decide(&self, grant: &TenantGrant, mut input: EventInput) -> Result<Step, Error> {
         let now = Timestamp::now();
         if !grant.allows_actor(&input.actor_id) {
             return Err(Error::ActorNotAllowed(input.actor_id));
         }
         if let Some(chosen) = input.event_id.take() {
-            if !grant.is_internal() && chosen.contains(crate::read::NAMESPACE_MARK) {
-                return Err(Invalid(vec![FieldError::new(
-                    "eventId",
-                    format!(
-                        "must not contain `{}` (it marks ids namespaced by key)",
-                        crate::read::NAMESPACE_MARK
-                    ),
-                )])
-                .into());
-            }
-            let class = input.privacy_class;
-            input.event_id = Some(crate::read::stored_id(
-                grant,
-                &self.shared.keyed,
-                &chosen,
-                class,
-            ));
+            input.event_id = Some(self.chosen_id(grant, chosen, input.privacy_class)?);
         }
         self.resolve_targets(grant, &mut input.supersedes_event_ids);
         let decision = self.config.policy.decide(&input, grant.tenant(), now);
@@ -126,19 +148,35 @@ impl Engine {
                 decision,
             });
         }
-        let input_hash = hash_input(&input);
-        if let Some(mut done) = self.retry_without_embedding(grant, &input, &input_hash)? {
+        if let Some(mut done) = self.retry_without_embedding(grant, &input)? {
             done.hidden_from_writer = hidden_from(grant, &done.event);
-            return Ok(done);
+            return Ok(Step::Answered(Box::new(done)));
         }
-        let vector = match vector {
-            Some(v) => normalized(v, self.embedder.dim())?,
-            None => self.embed_one(input.summary.clone()).await?,
-        };
-        let pending = PendingPut {
+        Ok(Step::Decided(Box::new(Decided {
             grant: grant.clone(),
+            input_hash: hash_input(&input),
+            input,
+            decision,
+        })))
+    }
+
+    /// Hands a decided write and its unit vector to the writer and awaits its answer.
+    pub(super) async fn store(
+        &self,
+        decided: Decided,
+        vector: Vec<f32>,
+        wait_for: bool,
+    ) -> Result<WriteOutcome, Error> {
+        let Decided {
+            grant,
+            input,
+            decision,
+            input_hash,
+        } = decided;
+        let pending = PendingPut {
             tenant: grant.tenant().to_string(),
             key_id: grant.key_id().to_string(),
+            grant: grant.clone(),
             input,
             input_hash,
             decision,
@@ -146,11 +184,42 @@ impl Engine {
             vector,
         };
         let mut outcome = self.send_put(pending).await?;
-        outcome.hidden_from_writer = hidden_from(grant, &outcome.event);
+        outcome.hidden_from_writer = hidden_from(&grant, &outcome.event);
         if wait_for {
             self.refresh().await?;
         }
         Ok(outcome)
+    }
+
+    /// The id a write that chose `chosen` is stored under ([`crate::read::stored_id`]).
+    /// A chosen id holding the namespace mark is an id as stored (a line of an export):
+    /// kept when it names an event the grant knows (the write is then a retry of it, or a
+    /// conflict), else read as the id its writer chose, the part before the mark, and
+    /// stored as this key's write of that id would be; so no key creates an id in another
+    /// key's namespace, and an export moved to another store keeps its ids as far as the
+    /// importing key's namespace allows. In-process tools (import) keep every id as given.
+    fn chosen_id(
+        &self,
+        grant: &TenantGrant,
+        chosen: String,
+        class: crate::model::PrivacyClass,
+    ) -> Result<String, Error> {
+        let keyed = &self.shared.keyed;
+        let mark = crate::read::NAMESPACE_MARK;
+        let Some((base, _)) = chosen.split_once(mark).filter(|_| !grant.is_internal()) else {
+            return Ok(crate::read::stored_id(grant, keyed, &chosen, class));
+        };
+        if base.is_empty() {
+            return Err(Invalid(vec![FieldError::new(
+                "eventId",
+                format!("must have an id before `{mark}` (it marks ids namespaced by key)"),
+            )])
+            .into());
+        }
+        if self.view(grant, &self.shared.table.read()).knows(&chosen) {
+            return Ok(chosen);
+        }
+        Ok(crate::read::stored_id(grant, keyed, base, class))
     }
 
     /// Answers an idempotent retry of a stored write from the table, before any embedding
@@ -159,7 +228,6 @@ impl Engine {
         &self,
         grant: &TenantGrant,
         input: &EventInput,
-        hash: &str,
     ) -> Result<Option<WriteOutcome>, Error> {
         let Some(id) = &input.event_id else {
             return Ok(None);
@@ -170,7 +238,8 @@ impl Engine {
             Lookup::Deleted(_) => return Err(Conflict::Deleted(id.clone()).into()),
             Lookup::Live(entry) => entry,
         };
-        if entry.input_hash != hash {
+        let view = self.view(grant, &table);
+        if !view.repeats(input, &entry.event) {
             return Err(Conflict::Exists(id.clone()).into());
         }
         let detail = serde_json::json!({"replayed": true, "contentHash": self.shared.keyed.content_hash(grant.tenant(), &entry.event.summary)});
@@ -180,7 +249,6 @@ impl Engine {
             vec![id.clone()],
             detail,
         ));
-        let view = self.view(grant, &table);
         Ok(Some(WriteOutcome {
             event: view.present(&entry.event),
             decision: entry.decision.clone(),
@@ -219,12 +287,20 @@ impl Engine {
     }
 
     /// Replaces each id the grant finds under another stored id (a chosen id that was
-    /// namespaced) with that id; ids it cannot find stay as given (and are answered 404).
+    /// namespaced) with that id; an id as stored that it cannot find (another store's
+    /// export) is looked up as the id its writer chose, as [`Engine::chosen_id`] stores it;
+    /// ids it cannot find stay as given (and are answered 404).
     fn resolve_targets(&self, grant: &TenantGrant, ids: &mut [String]) {
         let table = self.shared.table.read();
         let view = self.view(grant, &table);
         for id in ids.iter_mut() {
-            if let Some(e) = view.live(id) {
+            let found = view.live(id).or_else(|| {
+                let (base, _) = id.split_once(crate::read::NAMESPACE_MARK)?;
+                (!grant.is_internal() && !base.is_empty())
+                    .then(|| view.live(base))
+                    .flatten()
+            });
+            if let Some(e) = found {
                 id.clone_from(&e.event.event_id);
             }
         }

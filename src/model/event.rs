@@ -345,6 +345,24 @@ impl EventInput {
             metadata: e.metadata.clone(),
         }
     }
+
+    /// Whether writing this input again would store exactly what `stored` holds: every
+    /// field a write gives, compared with the stored record's (what [`Self::from_stored`]
+    /// reads back), an empty correction path being none. The id is not compared (a caller
+    /// found `stored` by it), nor is anything the server owns (`recordedAt`, `status`,
+    /// `policyVersion`, supersession, content warnings). This is what makes a write an
+    /// idempotent retry, whether it came as the original body, with the fields the server
+    /// derived filled in, or as a line of `episodic export`.
+    pub fn same_content(&self, stored: &StoredEvent) -> bool {
+        let mut theirs = EventInput::from_stored(stored);
+        theirs.event_id = None;
+        let mut mine = self.clone();
+        mine.event_id = None;
+        if mine.correction_path.as_deref() == Some("") {
+            mine.correction_path = None;
+        }
+        mine == theirs
+    }
 }
 
 impl StoredEvent {

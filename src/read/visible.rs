@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use super::{Entry, Lookup, Table, Tombstone};
 use crate::audit::{AuditEntry, AuditQuery, Keyed};
 use crate::auth::TenantGrant;
-use crate::model::{PrivacyClass, StoredEvent, Timestamp};
+use crate::model::{EventInput, PrivacyClass, StoredEvent, Timestamp};
 
 /// What a grant finds under an event id.
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +173,18 @@ impl<'a> Visible<'a> {
         }
         out.supersedes_event_ids.retain(|id| self.knows(id));
         out
+    }
+
+    /// Whether writing `input` would repeat the stored `event` (an idempotent retry, see
+    /// [`EventInput::same_content`]): compared with the event as the grant sees it when it
+    /// sees it (so a line of the grant's own export, whose `supersedesEventIds` lists only
+    /// the ids the grant knows, repeats it), else with the event as stored.
+    pub fn repeats(&self, input: &EventInput, event: &StoredEvent) -> bool {
+        if self.sees(event) {
+            input.same_content(&self.present(event))
+        } else {
+            input.same_content(event)
+        }
     }
 
     /// The audit entry as the grant may see it, or `None` (see the module docs); `q` is

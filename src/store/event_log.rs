@@ -24,7 +24,7 @@
 
 use std::path::Path;
 
-use super::log::Log;
+use super::log::{Frozen, Log};
 use super::nats::{Generations, NatsConnection, NatsLog, WriteLease};
 use super::{LogError, LogRecord, Recovered};
 
@@ -107,6 +107,16 @@ pub trait EventLog: Send {
 
     /// Bytes the log occupies on its medium (compaction reports it before and after).
     fn size_bytes(&self) -> u64;
+
+    /// The records acknowledged so far as a file prefix that stays as it is while the log
+    /// goes on ([`Frozen`]): what an online backup copies. Only a local file log has one; a
+    /// stream refuses ([`LogError::Unsupported`]), being replicated instead.
+    fn frozen(&self) -> Result<Frozen, LogError> {
+        Err(LogError::Unsupported {
+            log: "this log".into(),
+            what: "be copied as a file (it is not a local file)",
+        })
+    }
 }
 
 /// Opens (or creates) the local file log at `path`: every frame is checked and a torn,

@@ -18,6 +18,7 @@ use crate::observe::parse_interaction;
 
 pub mod new_key;
 mod problem;
+pub mod transfer;
 
 pub use problem::{problem_body, Problem};
 

@@ -85,12 +85,20 @@ fn import_accounts_for_every_line_and_export_round_trips() {
         ],
         &data,
     );
+    // Lines were left out: the exit status says so (2), and so does the summary.
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
-        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).contains("4 lines NOT imported"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let summary: Value = serde_json::from_slice(&out.stdout).expect("summary json");
+    assert_eq!(summary["notImported"], 4, "{summary}");
     assert_eq!(summary["lines"], 7, "{summary}");
     assert_eq!(summary["allowed"], 2, "{summary}");
     assert_eq!(summary["unchanged"], 1, "{summary}");
@@ -139,6 +147,28 @@ fn import_accounts_for_every_line_and_export_round_trips() {
     assert_eq!(events[0]["status"], "superseded");
     assert_eq!(events[1]["eventId"], "ev-b");
     assert_eq!(events[0]["vector"].as_array().expect("vector").len(), 384);
+
+    // The export imported again into the same directory: every line unchanged, exit 0,
+    // nothing embedded (a correction and the event it superseded included).
+    let out = episodic(
+        &[
+            "import",
+            "--tenant",
+            "acme",
+            "--file",
+            first.to_str().expect("utf8"),
+        ],
+        &data,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(again["unchanged"], 2, "{again}");
+    assert_eq!(again["notImported"], 0, "{again}");
+    assert_eq!(again["embedded"], 0, "{again}");
     let copy = src.path().join("copy");
     let out = episodic(
         &[

@@ -87,6 +87,7 @@ impl App {
             forward: None,
             keys: Arc::new(keys),
             body_limit: episodic::api::DEFAULT_BODY_LIMIT,
+            import_limit: episodic::api::DEFAULT_IMPORT_LIMIT,
             auth_limit: Arc::new(AuthLimiter::new(AuthFailureLimit::default())),
         };
         App {

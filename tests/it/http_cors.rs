@@ -27,6 +27,7 @@ fn app(origins: Option<&str>) -> (Router, tempfile::TempDir) {
         forward: None,
         keys: Arc::new(keys),
         body_limit: episodic::api::DEFAULT_BODY_LIMIT,
+        import_limit: episodic::api::DEFAULT_IMPORT_LIMIT,
         auth_limit: Arc::new(episodic::api::auth_limit::AuthLimiter::new(
             episodic::api::auth_limit::AuthFailureLimit::default(),
         )),

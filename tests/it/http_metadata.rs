@@ -314,13 +314,18 @@ async fn detectors_read_metadata_and_corrections_carry_it_over() {
     assert_eq!(status, StatusCode::CREATED, "{fixed}");
     assert_eq!(fixed["event"]["metadata"], json!({"channel": "sms"}));
 
-    // Export carries it.
-    let exported = app.engine.export_events("acme", false);
-    let last = exported.last().expect("exported");
-    assert_eq!(
-        serde_json::to_value(&last.event).expect("json")["metadata"],
-        json!({"channel": "sms"})
-    );
+    // Export carries it, and importing the export again changes nothing.
+    let (text, lines) = crate::http_transfer::export(&app, &key, "").await;
+    let last = lines.last().expect("exported");
+    assert_eq!(last["metadata"], json!({"channel": "sms"}), "{last}");
+    let (status, summary) = crate::http_transfer::import(&app, &key, text).await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    assert_eq!(summary["unchanged"], lines.len(), "{summary}");
+    // A line whose metadata differs is not the same event.
+    let mut changed = last.clone();
+    changed["metadata"] = json!({"channel": "post"});
+    let (status, summary) = crate::http_transfer::import(&app, &key, format!("{changed}\n")).await;
+    assert_ne!(status, StatusCode::OK, "{summary}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

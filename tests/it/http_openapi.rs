@@ -11,7 +11,7 @@ use crate::common::{event, App, ADMIN};
 
 /// Every route the server answers, as `METHOD path-template`. Adding a route means adding
 /// it here and to the spec (the test fails until both agree).
-const ROUTES: [&str; 34] = [
+const ROUTES: [&str; 37] = [
     "GET /healthz",
     "GET /readyz",
     "GET /metrics",
@@ -34,6 +34,9 @@ const ROUTES: [&str; 34] = [
     "POST /v1/reviews/{eventId}/reject",
     "GET /v1/audit",
     "POST /v1/admin/compact",
+    "POST /v1/admin/backup",
+    "GET /v1/export",
+    "POST /v1/import",
     "POST /v1/recall",
     "GET /v1/timeline",
     "POST /v1/retrievers/langchain",

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::{
-    CompactReport, DeleteReply, ErasureReceipt, PendingPut, PutReply, ReevaluationReport,
+    Barrier, CompactReport, DeleteReply, ErasureReceipt, PendingPut, PutReply, ReevaluationReport,
     ReviewFailure, ReviewOutcome, WriterError,
 };
 use crate::audit::AuditEntry;
@@ -110,6 +110,8 @@ pub enum Command {
         /// Reply.
         reply: oneshot::Sender<Result<CompactReport, WriterError>>,
     },
+    /// Take an online backup's barrier: the log and the audit trail as they stand.
+    Backup(oneshot::Sender<Result<Barrier, WriterError>>),
     /// Flush indexes and stop.
     Shutdown(oneshot::Sender<()>),
 }

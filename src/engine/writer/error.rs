@@ -47,6 +47,9 @@ pub enum WriterError {
     /// change here; the engine answers a retryable 503 `not_ready`.
     #[error("tenant {0} is moving to a shard of its own; retry shortly")]
     Moving(String),
+    /// The audit trail could not be made durable (a backup's barrier).
+    #[error("the audit trail cannot be written: {0}")]
+    Audit(Arc<crate::audit::AuditError>),
 }
 
 impl From<LogError> for WriterError {

@@ -39,12 +39,13 @@
 //! This file: the thread's loop and batching. [`commands`]: what the engine sends.
 //! [`puts`]: the group commit of writes. [`apply`]: a logged record into the read model.
 //! [`catch_up`]: the log applied at open. [`lifecycle`]: deletion, erasure, expiry sweep.
-//! [`compaction`]: the physical purge. [`moving`]: a tenant frozen, read out and evicted
-//! when it moves to a shard of its own. [`review`]: review decisions. [`reevaluate`]: policy
-//! re-evaluation. [`scope_sync`]: scope-index commits and repairs. [`error`]: failures.
+//! [`compaction`]: the physical purge. [`backup`]: an online backup's barrier. [`moving`]: a
+//! tenant frozen, read out and evicted when it moves to a shard of its own. [`review`]:
+//! review decisions. [`reevaluate`]: policy re-evaluation. [`scope_sync`]: scope-index
+//! commits and repairs. [`error`]: failures.
 //!
 //! Dependencies point one way. The files here use each other only through the names this
-//! file brings in (never `super::sibling::item`), along commands → {puts, review,
+//! file brings in (never `super::sibling::item`), along commands → {puts, review, backup,
 //! moving → compaction, reevaluate → lifecycle} → apply → scope_sync, all of them → error;
 //! each may use [`Writer`] and the engine's leaf modules (`shared`, `logged`, `partitions`,
 //! `scope_health`), never the engine's handle (`engine/mod.rs`), which is the only module
@@ -52,6 +53,7 @@
 //! (`engine/moving.rs`).
 
 mod apply;
+mod backup;
 mod catch_up;
 mod commands;
 mod compaction;
@@ -76,6 +78,7 @@ use crate::store::record::DeleteReason;
 use crate::store::EventLog;
 
 use apply::{apply_delete, apply_put, apply_requeue, apply_review, apply_tombstone};
+pub use backup::Barrier;
 pub(crate) use catch_up::catch_up;
 pub use commands::{Command, WriterConfig};
 use compaction::slot_record;
@@ -182,7 +185,8 @@ impl Writer {
                 | Command::Reevaluate { .. }
                 | Command::Freeze { .. }
                 | Command::Thaw { .. }
-                | Command::Evict { .. }) => batch.others.push(other),
+                | Command::Evict { .. }
+                | Command::Backup(_)) => batch.others.push(other),
             }
             if batch.shutdown.is_none() && batch.puts.len() < self.config.max_batch {
                 next = rx.try_recv().ok();
@@ -302,6 +306,9 @@ impl Writer {
             } => {
                 let r = self.evict(&tenant, &key_id);
                 self.answer(reply, r);
+            }
+            Command::Backup(reply) => {
+                let _ = reply.send(self.backup_barrier());
             }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
         }

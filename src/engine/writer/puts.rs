@@ -3,7 +3,8 @@
 //! accepted records are appended with one fsync, applied, audited, and only then answered.
 //!
 //! Invariants: a put is answered `Stored` only after its record's fsync and its audit
-//! entry's; an idempotent retry (same id, same content) is answered with the original event
+//! entry's; an idempotent retry (same id, same content as the writer's grant sees the stored
+//! event, [`crate::read::Visible::repeats`]) is answered with the original event
 //! and audited as a `write` with `"replayed": true`, and never logged twice; a deleted
 //! event's id is never reused; a correction may only supersede active events of its grant,
 //! each at most once, and never itself.
@@ -61,7 +62,7 @@ pub enum PutReply {
 /// Decisions taken for one batch before the fsync.
 struct BatchPlan {
     accepted: Vec<(PutRecord, oneshot::Sender<PutReply>)>,
-    new_ids: HashMap<(String, String), (String, Decision, StoredEvent)>,
+    new_ids: HashMap<(String, String), (Decision, StoredEvent)>,
     superseded: HashSet<(String, String)>,
     next_doc: u32,
 }
@@ -185,22 +186,23 @@ impl Writer {
 
     fn check_idempotent(&self, p: &PendingPut, id: &str, plan: &BatchPlan) -> Result<(), PutReply> {
         let key = (p.tenant.clone(), id.to_string());
-        if let Some((hash, decision, event)) = plan.new_ids.get(&key) {
+        if let Some((decision, event)) = plan.new_ids.get(&key) {
             return Err(retry_or_conflict(
-                &p.input_hash,
-                hash,
+                p.input.same_content(event),
                 event.clone(),
                 decision.clone(),
             ));
         }
         let table = self.shared.table.read();
         match table.lookup(&p.tenant, id) {
-            Lookup::Live(entry) => Err(retry_or_conflict(
-                &p.input_hash,
-                &entry.input_hash,
-                entry.event.clone(),
-                entry.decision.clone(),
-            )),
+            Lookup::Live(entry) => {
+                let view = Visible::new(&p.grant, &table, &self.shared.keyed, Timestamp::now());
+                Err(retry_or_conflict(
+                    view.repeats(&p.input, &entry.event),
+                    entry.event.clone(),
+                    entry.decision.clone(),
+                ))
+            }
             Lookup::Deleted(_) => Err(PutReply::Conflict(Conflict::Deleted(id.to_string()))),
             Lookup::Missing => Ok(()),
         }
@@ -222,7 +224,7 @@ impl Writer {
             }
             let key = (p.tenant.clone(), old.clone());
             let status = match plan.new_ids.get(&key) {
-                Some((_, _, e)) => e.status,
+                Some((_, e)) => e.status,
                 None => match view.live(old) {
                     Some(entry) if entry.event.event_id == *old => {
                         // The status as the writer sees it: a supersession by a correction
@@ -256,11 +258,7 @@ fn accept(
                 .insert((pending.tenant.clone(), old.clone()));
         }
     }
-    let value = (
-        pending.input_hash.clone(),
-        record.decision.clone(),
-        record.event.clone(),
-    );
+    let value = (record.decision.clone(), record.event.clone());
     plan.new_ids.insert(key, value);
     plan.next_doc += 1;
     plan.accepted.push((record, reply));
@@ -280,13 +278,8 @@ fn retry_audit(p: &PendingPut, event: &StoredEvent, keyed: &Keyed) -> AuditEntry
 }
 
 /// The original result when the content is the same (an idempotent retry), else a conflict.
-fn retry_or_conflict(
-    new_hash: &str,
-    old_hash: &str,
-    event: StoredEvent,
-    decision: Decision,
-) -> PutReply {
-    if new_hash == old_hash {
+fn retry_or_conflict(same: bool, event: StoredEvent, decision: Decision) -> PutReply {
+    if same {
         PutReply::Retried(Box::new(event), decision)
     } else {
         PutReply::Conflict(Conflict::Exists(event.event_id))

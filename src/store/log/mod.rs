@@ -173,6 +173,18 @@ pub struct Recovered {
     pub truncated_bytes: u64,
 }
 
+/// The acknowledged prefix of a log file at one instant ([`Log::frozen`]): a valid log by
+/// itself, header included.
+#[derive(Debug)]
+pub struct Frozen {
+    /// A read-only handle on the file as it was (kept even if the log is rewritten).
+    pub file: File,
+    /// Bytes of it that were acknowledged.
+    pub len: u64,
+    /// The sequence of the last record among them (`None` for an empty log).
+    pub last_seq: Option<u64>,
+}
+
 /// The single writer handle on a log file. Owned by one writer thread.
 #[derive(Debug)]
 pub struct Log {
@@ -299,6 +311,19 @@ impl Log {
             return Err(io_err(&self.path, e));
         }
         self.rewrite(&kept)
+    }
+
+    /// A read-only handle on the log's current file and its acknowledged length: the bytes
+    /// below that length never change (appends go past it, a rollback truncates only past
+    /// it, a rewrite renames a new file over the path while this handle keeps the old one),
+    /// so a backup copies them while writes go on ([`Frozen`]).
+    pub fn frozen(&self) -> Result<Frozen, LogError> {
+        let file = File::open(&self.path).map_err(|e| io_err(&self.path, e))?;
+        Ok(Frozen {
+            file,
+            len: self.len,
+            last_seq: self.next_seq.checked_sub(1).filter(|s| *s >= FIRST_SEQ),
+        })
     }
 
     /// Length of the log file in bytes, header included (acknowledged data only).
@@ -465,6 +490,10 @@ impl crate::store::EventLog for Log {
 
     fn size_bytes(&self) -> u64 {
         self.len_bytes()
+    }
+
+    fn frozen(&self) -> Result<Frozen, LogError> {
+        Log::frozen(self)
     }
 }
 
