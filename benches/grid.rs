@@ -710,6 +710,7 @@ fn request(gq: &GridQuery) -> (TenantGrant, RecallRequest) {
         limit: K,
         include_superseded: false,
         include_stale: false,
+        exact: false,
         as_of: None,
     };
     (

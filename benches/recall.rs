@@ -183,6 +183,7 @@ fn bench_scopes(
             limit: 10,
             include_superseded: false,
             include_stale: false,
+            exact: false,
             as_of: None,
         };
         let probe = engine

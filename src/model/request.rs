@@ -85,6 +85,11 @@ pub struct RecallRequest {
     /// Answer as memory stood at this recorded time.
     #[serde(default)]
     pub as_of: Option<Timestamp>,
+    /// Score every visible in-scope event, whatever approximate path the server would
+    /// take for a broad scope: the answer is then the exact in-scope top k
+    /// (`stats.exact: true`), at the exact path's cost.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 /// The fields a recall body may have: those of [`RecallRequest`]'s schema, the one list of
@@ -139,6 +144,7 @@ impl RecallRequest {
         );
         let include_stale = parse_bool(obj.get("includeStale"), "includeStale", &mut errors);
         let as_of = parse_time_value(obj.get("asOf"), "asOf", &mut errors);
+        let exact = parse_bool(obj.get("exact"), "exact", &mut errors);
         if !errors.is_empty() {
             return Err(Invalid(errors));
         }
@@ -149,6 +155,7 @@ impl RecallRequest {
             include_superseded,
             include_stale,
             as_of,
+            exact,
         })
     }
 }
@@ -544,6 +551,7 @@ mod tests {
             known,
             vec![
                 "asOf",
+                "exact",
                 "includeStale",
                 "includeSuperseded",
                 "limit",

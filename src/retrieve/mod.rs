@@ -106,6 +106,7 @@ pub fn recall(
         query,
         k: req.limit,
         keep_stale: req.include_stale,
+        force_exact: req.exact,
     })?;
     let planned = Instant::now();
     telemetry::recall_stage("scope", planned - started);

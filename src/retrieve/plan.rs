@@ -1,6 +1,6 @@
 //! The planner: which candidate source answers a recall, chosen in one place.
 //!
-//! Sources, tried in this order:
+//! A request that asks for `exact` skips 1 and 2. Sources, tried in this order:
 //! 1. the partition lists nearest the query, when partitioned recall is on, a partition is
 //!    built, heads can decide the filter, the scope is broad (more than
 //!    `exact_max_candidates` in scope) and at least k candidates remain after stale
@@ -44,6 +44,12 @@ pub enum VectorPath {
 }
 
 impl VectorPath {
+    /// Whether the path scores every visible in-scope candidate, so the answer is the exact
+    /// in-scope top k.
+    pub fn is_exact(self) -> bool {
+        matches!(self, VectorPath::Exact | VectorPath::HnswFallbackExact)
+    }
+
     /// The snake_case name (as serialized).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -75,6 +81,8 @@ pub(super) struct Planning<'a> {
     pub(super) k: usize,
     /// Keep stale events (marked) instead of dropping them.
     pub(super) keep_stale: bool,
+    /// The caller asked for the exact path (`exact: true`): no approximate source.
+    pub(super) force_exact: bool,
 }
 
 /// The planner's choice: the candidates and the path that found them.
@@ -113,13 +121,15 @@ pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, SearchError> {
     let Some(access) = p.access else {
         return Ok(exact(Vec::new(), HashMap::new()));
     };
-    if let Some(plan) = partitioned(p, access)? {
-        return Ok(plan);
+    if !p.force_exact {
+        if let Some(plan) = partitioned(p, access)? {
+            return Ok(plan);
+        }
     }
     let heads = visible(p.snap, access, p.in_scope.ids()?, p.vis);
     let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
     let mut plan = exact(heads, stale);
-    if broad_for_hnsw(p, plan.heads.len()) {
+    if !p.force_exact && broad_for_hnsw(p, plan.heads.len()) {
         match hnsw_set(p, &plan.heads)? {
             Some(set) => (plan.subset, plan.path) = (Some(set), VectorPath::Hnsw),
             None => plan.path = VectorPath::HnswFallbackExact,
@@ -235,6 +245,7 @@ mod tests {
             query: &[1.0, 0.0, 0.0, 0.0],
             k: 2,
             keep_stale: false,
+            force_exact: false,
         })
         .unwrap()
     }

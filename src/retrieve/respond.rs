@@ -49,6 +49,9 @@ pub struct RecallStats {
     pub candidates: usize,
     /// Vector path taken.
     pub path: VectorPath,
+    /// Whether every visible in-scope event was scored, so `results` are exactly the
+    /// in-scope top k (`exact` and `hnsw_fallback_exact`); `false` on an approximate path.
+    pub exact: bool,
 }
 
 /// The hits: each ranked event read from the snapshot's table and presented as the grant
@@ -81,6 +84,7 @@ pub(super) fn respond(
         stats: RecallStats {
             candidates: plan.heads.len(),
             path: plan.path,
+            exact: plan.path.is_exact(),
         },
         results,
     }

@@ -156,6 +156,7 @@ fn queries(
                 limit: [1, 5, 10, 40][(q / 4) % 4],
                 include_superseded: false,
                 include_stale: q % 3 == 0,
+                exact: false,
                 as_of: None,
             };
             let v = if q % 6 == 5 {

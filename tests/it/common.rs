@@ -303,6 +303,7 @@ pub fn recall_request(
         limit,
         include_superseded: false,
         include_stale: false,
+        exact: false,
         as_of: None,
     }
 }

@@ -425,3 +425,35 @@ async fn unknown_recall_fields_and_audit_actions_are_named() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn a_recall_says_whether_it_is_exact_and_a_caller_may_insist() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    app.write_ok(
+        &key,
+        event(
+            "u",
+            "Renewal notices go out by email",
+            "2026-06-17T09:20:00Z",
+        ),
+    )
+    .await;
+    let r = app.recall(&key, json!({"query": "renewal notices"})).await;
+    assert_eq!(r["stats"]["path"], "exact", "{r}");
+    assert_eq!(r["stats"]["exact"], true, "{r}");
+    let r = app
+        .recall(&key, json!({"query": "renewal notices", "exact": true}))
+        .await;
+    assert_eq!(r["stats"]["exact"], true, "{r}");
+    let (status, problem) = app
+        .call(
+            "POST",
+            "/v1/recall",
+            Some(&key),
+            Some(json!({"query": "renewal notices", "exact": "yes"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert_eq!(problem["errors"][0]["field"], "exact", "{problem}");
+}

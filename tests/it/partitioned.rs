@@ -198,10 +198,20 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
         };
         let v = near(&mut rng, &centres[q % centres.len()]);
         let r = e
-            .recall_with_vector(&acme, &request(scope), &v)
+            .recall_with_vector(&acme, &request(scope.clone()), &v)
             .expect("recall");
         assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
+        assert!(!r.stats.exact, "a partition probe says it is approximate");
         assert_eq!(r.results.len(), 10, "query {q}");
+        // A caller who asks for exactness gets the exact in-scope top 10, and is told so.
+        let mut forced = request(scope);
+        forced.exact = true;
+        let x = e.recall_with_vector(&acme, &forced, &v).expect("recall");
+        assert_eq!((x.stats.path, x.stats.exact), (VectorPath::Exact, true));
+        let (mut got, mut want) = (summaries(&x), truth(&written, &v, "acme", actor.as_deref()));
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "query {q}: exact: true is the exact top 10");
         assert!(r.stats.candidates < 1_600, "only probed lists were read");
         for h in &r.results {
             assert_eq!(h.event.tenant_id, "acme", "query {q}");

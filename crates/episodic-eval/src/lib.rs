@@ -757,6 +757,7 @@ impl Harness {
             limit: DEPTH,
             include_superseded: false,
             include_stale: false,
+            exact: false,
             as_of: None,
         };
         let recall = |rank: &RankConfig, vector: &[f32]| -> anyhow::Result<Vec<String>> {

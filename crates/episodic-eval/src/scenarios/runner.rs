@@ -1014,6 +1014,7 @@ impl Play<'_> {
             limit: q.limit.unwrap_or(10).max(5),
             include_superseded: q.include_superseded,
             include_stale: false,
+            exact: false,
             as_of: None,
         };
         let g = reader(&q.tenant, r.grant.as_ref());
@@ -1372,6 +1373,7 @@ impl Play<'_> {
             limit: PROBE_LIMIT,
             include_superseded: true,
             include_stale: true,
+            exact: false,
             as_of: None,
         };
         let g = reader(tenant, None);
@@ -1498,6 +1500,7 @@ impl Play<'_> {
                 limit: 10,
                 include_superseded: false,
                 include_stale: false,
+                exact: false,
                 as_of: None,
             };
             let names: Vec<String> =
