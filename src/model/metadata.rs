@@ -107,13 +107,7 @@ impl Metadata {
 
     /// The leaf at a dotted `path`, if any.
     pub fn leaf(&self, path: &str) -> Option<Value> {
-        let map = self.as_map();
-        let mut parts = path.split('.');
-        let mut value = map.get(parts.next()?)?;
-        for part in parts {
-            value = value.as_object()?.get(part)?;
-        }
-        (!value.is_object()).then(|| value.clone())
+        leaf_in(&self.as_map(), path).cloned()
     }
 
     /// Every string leaf (what the privacy and credential detectors read).
@@ -147,6 +141,16 @@ impl<'de> Deserialize<'de> for Metadata {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Ok(Metadata::from_map(&Map::deserialize(deserializer)?))
     }
+}
+
+/// The leaf at a dotted `path` of `map`, if any (an object is not a leaf).
+fn leaf_in<'m>(map: &'m Map<String, Value>, path: &str) -> Option<&'m Value> {
+    let mut parts = path.split('.');
+    let mut value = map.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_object()?.get(part)?;
+    }
+    (!value.is_object()).then_some(value)
 }
 
 fn read_object(
@@ -271,10 +275,14 @@ impl MetaFilter {
 
     /// Whether `metadata` satisfies every clause.
     pub fn matches(&self, metadata: &Metadata) -> bool {
+        if self.clauses.is_empty() {
+            return true;
+        }
+        // The text is parsed once for every clause.
+        let map = metadata.as_map();
         self.clauses.iter().all(|(path, terms)| {
-            metadata
-                .leaf(path)
-                .and_then(|v| term(path, &v))
+            leaf_in(&map, path)
+                .and_then(|v| term(path, v))
                 .is_some_and(|t| terms.contains(&t))
         })
     }

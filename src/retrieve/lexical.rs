@@ -4,10 +4,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
-use super::scope::{index_error, SearchError};
+use super::scope::{fresh_in_scope, index_error, SearchError};
 use super::score::RankCtx;
-use crate::index::scope::{best_hits, matches, ScopeFilter};
-use crate::read::{Head, Snapshot, Table};
+use crate::index::scope::{best_hits, ScopeFilter};
+use crate::read::{Head, Snapshot};
 
 /// The BM25 matches of a recall's query text in its scope, searched once on first use and
 /// shared by the candidate paths that add the best of them and by the ranking that scores
@@ -45,10 +45,7 @@ impl<'a> Bm25<'a> {
             .scope
             .lexical_all(self.filter, self.text)
             .map_err(index_error)?;
-        let table: &Table = &self.snap.table;
-        let fresh: Vec<(u32, &str)> = table
-            .live_from(self.snap.watermark)
-            .filter(|e| matches(self.filter, &e.scope_doc()))
+        let fresh: Vec<(u32, &str)> = fresh_in_scope(self.snap, self.filter)
             .map(|e| (e.doc, e.event.summary.as_str()))
             .collect();
         if !fresh.is_empty() {

@@ -48,14 +48,21 @@ pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>,
     }
     let heads = table.head_filter(filter);
     let mut ids = committed(snap, filter, heads.as_ref())?;
-    for entry in table.live_from(snap.watermark) {
-        if matches(filter, &entry.scope_doc()) {
-            ids.push(entry.doc);
-        }
-    }
+    ids.extend(fresh_in_scope(snap, filter).map(|e| e.doc));
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
+}
+
+/// The fresh tail's live entries in scope: those at or above the snapshot's watermark (not
+/// committed to the scope index yet), matched in memory with the index's predicate.
+pub(super) fn fresh_in_scope<'s>(
+    snap: &'s Snapshot<'_>,
+    filter: &'s ScopeFilter,
+) -> impl Iterator<Item = &'s std::sync::Arc<crate::read::Entry>> + 's {
+    snap.table
+        .live_from(snap.watermark)
+        .filter(move |e| matches(filter, &e.scope_doc()))
 }
 
 /// The committed ids in scope: the index's answer to the whole filter or, when `heads`
