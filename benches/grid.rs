@@ -15,18 +15,22 @@
 //! * `reopen <dir>`: open an ingested engine and print time to ready and memory (used by the
 //!   default mode, in a child process so that the resident memory is the engine's alone);
 //! * `ingest-model`: ingest with the real model: the embedder alone on a sample, then the
-//!   same sample end to end through `import` (`GRID_MODEL_SAMPLE`, default 2000).
+//!   same sample end to end through `import` (`GRID_MODEL_SAMPLE`, default 2000);
+//! * `embed-real <dir>`: embed `<dir>/texts.txt` and `<dir>/queries.txt` (one text per line,
+//!   written by `benches/real/texts.py`) with the real model into `<dir>/vectors.f32` and
+//!   `<dir>/queries.f32`, the real-model corpus `GRID_REAL=<dir>` reads.
 //!
 //! Environment: `GRID_N` (events, default 100000), `GRID_QUERIES` (per row, default 100),
 //! `GRID_DIR` (default `$CARGO_TARGET_DIR/grid` or `target/grid`), `GRID_ENGINE_DIR` (keep
 //! and reopen the ingested engine), `GRID_ROWS` (rows of the standalone table),
 //! `GRID_RESTART=0` (skip the restart measurement), `GRID_LARGEST` (share of the largest
 //! tenant, default 0.10; `1` gives a single-tenant corpus whose half-tenant row is 50% of all
-//! events), `GRID_APPROXIMATE=1` (allow the opt-in approximate HNSW path; default exact),
+//! events), `GRID_EXACT=1` (every recall exact, the engine's `--exact-recall`; default: the
+//! planner, which builds partitions and chooses per query; runs wait for the partitions),
+//! `GRID_PARTITION_MIN_VECTORS`, `GRID_APPROXIMATE=1` (also allow the opt-in global HNSW path),
 //! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
 //! selection), `GRID_CODE_MIN` (candidates from which scores are first bounded from the
-//! 8-bit vector codes; a huge value turns the bounding off), `GRID_PARTITIONED=1` (the
-//! opt-in partitioned recall; runs wait for its partitions), `GRID_PROBE_SHARE` (the share
+//! 8-bit vector codes; a huge value turns the bounding off), `GRID_PROBE_SHARE` (the share
 //! of partition lists probed) and `GRID_PROBE_MAX_MEMBERS` (the tenant members after which a
 //! probe takes no further lists).
 //!
@@ -202,16 +206,25 @@ fn generate(n: usize, q: usize) -> Corpus {
         })
         .collect();
     const CHUNK: usize = 8192;
-    let vectors: Vec<f32> = (0..n.div_ceil(CHUNK))
-        .into_par_iter()
-        .flat_map_iter(|c| {
-            let mut r = StdRng::seed_from_u64(1_000 + c as u64);
-            let len = CHUNK.min(n - c * CHUNK);
-            (0..len)
-                .flat_map(|_| clustered(&centroids, &mut r))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let real = real_source().map(|dir| {
+        (
+            real_rows(&dir.join("vectors.f32"), n, 11),
+            real_rows(&dir.join("queries.f32"), q, 12),
+        )
+    });
+    let vectors: Vec<f32> = match &real {
+        Some((v, _)) => v.clone(),
+        None => (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .flat_map_iter(|c| {
+                let mut r = StdRng::seed_from_u64(1_000 + c as u64);
+                let len = CHUNK.min(n - c * CHUNK);
+                (0..len)
+                    .flat_map(|_| clustered(&centroids, &mut r))
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    };
     let sizes = tenant_sizes(n);
     let mut tenants: Vec<u16> = sizes
         .iter()
@@ -230,9 +243,12 @@ fn generate(n: usize, q: usize) -> Corpus {
             ]
         })
         .collect();
-    let queries: Vec<f32> = (0..q)
-        .flat_map(|_| clustered(&centroids, &mut rng))
-        .collect();
+    let queries: Vec<f32> = match real {
+        Some((_, qs)) => qs,
+        None => (0..q)
+            .flat_map(|_| clustered(&centroids, &mut rng))
+            .collect(),
+    };
     let smallest = (sizes.len() - 1) as u16;
     // (name, target share, how to draw one filter)
     type Draw = fn(&mut StdRng, u16) -> (u16, Vec<u16>, Vec<u16>, Vec<u16>);
@@ -390,13 +406,48 @@ fn load(dir: &Path) -> Option<Corpus> {
     })
 }
 
+/// `GRID_REAL`: the directory of a real-model corpus (see `embed-real`).
+fn real_source() -> Option<PathBuf> {
+    std::env::var_os("GRID_REAL").map(PathBuf::from)
+}
+
+/// `count` rows of the `DIM`-wide f32 file `path`, drawn without repeats in an order seeded
+/// by `seed` (texts are stored by source; a draw mixes them).
+fn real_rows(path: &Path, count: usize, seed: u64) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run `cargo bench --bench grid -- embed-real <dir>`)",
+            path.display()
+        )
+    });
+    let rows = bytes.len() / (DIM * 4);
+    assert!(
+        count <= rows,
+        "{} holds {rows} vectors, fewer than the {count} asked for",
+        path.display()
+    );
+    let mut order: Vec<usize> = (0..rows).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(seed));
+    order[..count]
+        .iter()
+        .flat_map(|&r| {
+            bytes[r * DIM * 4..(r + 1) * DIM * 4]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        })
+        .collect()
+}
+
 fn grid_dir(n: usize) -> PathBuf {
     let l = largest_share();
-    let name = if (l - 0.10).abs() < 1e-9 {
+    let mut name = if (l - 0.10).abs() < 1e-9 {
         format!("n{n}")
     } else {
         format!("n{n}-largest{}", pct(l).trim_end_matches('%'))
     };
+    if real_source().is_some() {
+        name.push_str("-real");
+    }
     let base = std::env::var_os("GRID_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -457,7 +508,16 @@ fn engine_config(dir: &Path) -> EngineConfig {
     if let Some(v) = knob("GRID_CODE_MIN") {
         config.recall.code_min_candidates = v as usize;
     }
-    config.recall.partitioned = knob("GRID_PARTITIONED").is_some_and(|v| v != 0.0);
+    // The default planner (partitions built and chosen by cost); `GRID_EXACT=1` is the
+    // engine's `--exact-recall`, `GRID_PARTITIONED=0` the same for older command lines.
+    if knob("GRID_EXACT").is_some_and(|v| v != 0.0)
+        || knob("GRID_PARTITIONED").is_some_and(|v| v == 0.0)
+    {
+        config.recall.exact_only();
+    }
+    if let Some(v) = knob("GRID_PARTITION_MIN_VECTORS") {
+        config.recall.partition_min_vectors = v as usize;
+    }
     if let Some(v) = knob("GRID_PROBE_SHARE") {
         config.recall.partition_probe_share = v;
     }
@@ -882,6 +942,10 @@ fn main() {
         ingest_model();
         return;
     }
+    if mode == "embed-real" {
+        embed_real(Path::new(args.get(1).expect("embed-real <dir>")));
+        return;
+    }
     let n: usize = std::env::var("GRID_N")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -1137,4 +1201,43 @@ fn ingest_model() {
     });
     std::fs::write(&out, serde_json::to_vec_pretty(&v).expect("json")).expect("write");
     eprintln!("written {}", out.display());
+}
+
+/// `embed-real <dir>`: embeds `texts.txt` and `queries.txt` of `dir` with the real model into
+/// `vectors.f32` and `queries.f32` (little-endian, one `DIM`-wide row per line, in line
+/// order), 4096 texts per model call (the embedder sorts each call's texts by length).
+/// Each file is written whole under a temporary name and then renamed.
+fn embed_real(dir: &Path) {
+    use episodic::embed::{Embedder, FastEmbedder};
+    let models = std::env::var_os("EPISODIC_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let embedder = FastEmbedder::load(&models).expect("model (run bash models/fetch.sh)");
+    for (input, output) in [("queries.txt", "queries.f32"), ("texts.txt", "vectors.f32")] {
+        let text = std::fs::read_to_string(dir.join(input))
+            .unwrap_or_else(|e| panic!("{}: {e} (run benches/real/texts.py)", input));
+        let lines: Vec<&str> = text.lines().collect();
+        let started = Instant::now();
+        let mut bytes = Vec::with_capacity(lines.len() * DIM * 4);
+        for (i, chunk) in lines.chunks(4096).enumerate() {
+            for v in embedder.embed(chunk).expect("embed") {
+                assert_eq!(v.len(), DIM, "the grid's vectors are {DIM}-d");
+                bytes.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+            }
+            eprintln!(
+                "{input}: {} of {} in {:.0} s",
+                ((i + 1) * 4096).min(lines.len()),
+                lines.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        let part = dir.join(format!("{output}.part"));
+        std::fs::write(&part, &bytes).expect("write");
+        std::fs::rename(&part, dir.join(output)).expect("rename");
+        eprintln!(
+            "{output}: {} vectors, {:.1} texts/s",
+            lines.len(),
+            lines.len() as f64 / started.elapsed().as_secs_f64()
+        );
+    }
 }

@@ -30,7 +30,8 @@
 //! engine, `GRID_ENGINE_DIR`), with `HTTP_LOAD_TENANT` (default `load`) and
 //! `HTTP_LOAD_ACTOR_PREFIX` (default `actor-`; the grid's actors are `a0`..`a19`) naming its
 //! tenant and actors. The server reads its own `EPISODIC_*` settings from the environment;
-//! with `EPISODIC_PARTITIONED_RECALL` set, the load starts once a tenant-wide recall takes
+//! with `EPISODIC_PARTITIONED_RECALL` set (partitions are on by default: the variable only
+//! asks the load to wait for them), the load starts once a tenant-wide recall takes
 //! the partition path (the partitions are built in the background after ready).
 
 mod common;

@@ -100,22 +100,38 @@ pub struct ServeArgs {
     /// Events of one source at most this many minutes apart are episode neighbours.
     #[arg(long, env = "EPISODIC_EPISODE_GAP_MINUTES", default_value_t = 30)]
     pub episode_gap_minutes: u32,
-    /// Let recall use filtered HNSW for large scopes (approximate answers; default: exact).
-    #[arg(long, env = "EPISODIC_APPROXIMATE_RECALL")]
+    /// Let recall also use filtered HNSW over the global graph for large scopes (approximate
+    /// answers; off by default, where the planner chooses between exact scoring and the
+    /// partition lists).
+    #[arg(
+        long,
+        env = "EPISODIC_APPROXIMATE_RECALL",
+        conflicts_with = "exact_recall"
+    )]
     pub approximate_recall: bool,
-    /// With `--approximate-recall` or `--partitioned-recall`, at or below this many
-    /// in-scope candidates score exactly.
-    #[arg(long, env = "EPISODIC_EXACT_MAX_CANDIDATES", default_value_t = 20_000)]
+    /// At or below this many in-scope candidates, recall is always exact; above, the planner
+    /// takes the partition lists when its cost model expects them to be cheaper.
+    #[arg(long, env = "EPISODIC_EXACT_MAX_CANDIDATES", default_value_t = crate::retrieve::cost::EXACT_CHEAP_CANDIDATES)]
     pub exact_max_candidates: usize,
-    /// Let recall answer broad scopes from the vector partitions nearest the query
-    /// (k-means lists, built in the background from 50,000 vectors on; approximate answers;
-    /// default: exact).
-    #[arg(long, env = "EPISODIC_PARTITIONED_RECALL")]
+    /// Make every recall exact: no partition lists are built or read (the planner's
+    /// approximate paths off; a request's `exact: true` does this for one recall).
+    #[arg(long, env = "EPISODIC_EXACT_RECALL")]
+    pub exact_recall: bool,
+    /// Accepted for existing command lines: partitioned recall is on by default (see
+    /// `--exact-recall` to turn it off).
+    #[arg(
+        long,
+        env = "EPISODIC_PARTITIONED_RECALL",
+        conflicts_with = "exact_recall"
+    )]
     pub partitioned_recall: bool,
-    /// With `--partitioned-recall`, the share of partition lists probed, in (0, 1].
+    /// Vector partitions are built in the background once the store holds this many vectors.
+    #[arg(long, env = "EPISODIC_PARTITION_MIN_VECTORS", default_value_t = crate::retrieve::PARTITION_MIN_VECTORS)]
+    pub partition_min_vectors: usize,
+    /// The share of partition lists a probe reads, in (0, 1].
     #[arg(long, env = "EPISODIC_PARTITION_PROBE_SHARE", default_value_t = 0.0625)]
     pub partition_probe_share: f64,
-    /// With `--partitioned-recall`, a probe takes no further lists once those it took hold
+    /// A partition probe takes no further lists once those it took hold
     /// this many of the tenant's members (at least one list is read).
     #[arg(long, env = "EPISODIC_PARTITION_PROBE_MAX_MEMBERS", default_value_t = crate::retrieve::PARTITION_PROBE_MAX_MEMBERS)]
     pub partition_probe_max_members: usize,
@@ -145,6 +161,11 @@ pub struct ServeArgs {
     /// Threads of the CPU pool (embedding, scoring).
     #[arg(long, env = "EPISODIC_CPU_THREADS", default_value_t = 2)]
     pub cpu_threads: usize,
+    /// The longest, in microseconds, a single text (a recall query, a write) waits for
+    /// concurrent requests' texts to share its model call; never while the server is idle.
+    /// 0: texts that queue up behind a running call still share the next, but none waits.
+    #[arg(long, env = "EPISODIC_EMBED_MAX_WAIT_US", default_value_t = 1_000)]
+    pub embed_max_wait_us: u64,
     /// Time a client has to send a request head, from connecting (or from the first byte of
     /// a later request on the connection), in milliseconds; then the connection is closed.
     #[arg(long, env = "EPISODIC_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
@@ -333,11 +354,19 @@ impl ServeArgs {
         c.recall.exact_max_candidates = self.exact_max_candidates;
         // The share is checked even while partitioned recall is off.
         c.recall.partition(self.partition_probe_share)?;
-        c.recall.partitioned = self.partitioned_recall;
         c.recall.partition_probe_max_members = self.partition_probe_max_members;
+        c.recall.partition_min_vectors = self.partition_min_vectors;
+        if self.exact_recall {
+            c.recall.exact_only();
+        }
         anyhow::ensure!(self.refresh_ms >= 10, "--refresh-ms must be at least 10");
         c.writer.refresh_interval = Duration::from_millis(self.refresh_ms);
         c.cpu_threads = self.cpu_threads.max(1);
+        anyhow::ensure!(
+            self.embed_max_wait_us <= 100_000,
+            "--embed-max-wait-us must be at most 100000 (0.1 s)"
+        );
+        c.embed_max_wait = Duration::from_micros(self.embed_max_wait_us);
         if let Some(dir) = &self.backup_dir {
             c.backup_dir = dir.clone();
         }

@@ -25,4 +25,4 @@ cargo bench -q --bench grid -- gen
   --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
   --episodic-cmd "cargo bench -q --bench grid -- serve" \
   --episodic-variant "episodic-hnsw:GRID_APPROXIMATE=1,GRID_EXACT_MAX_CANDIDATES=2000,GRID_HNSW_MIN_FRACTION=0.01" \
-  --episodic-variant "episodic-partition:GRID_PARTITIONED=1,GRID_EXACT_MAX_CANDIDATES=5000"
+  --episodic-variant "episodic-exact:GRID_EXACT=1"

@@ -170,8 +170,10 @@ impl Embedder for FastEmbedder {
         // Sort by length so each batch pads little, then put results back in input order.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
+        let lengths: Vec<usize> = order.iter().map(|&i| texts[i].len()).collect();
         let mut slots: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
-        for chunk in order.chunks(self.batch_size) {
+        for range in length_batches(&lengths, self.batch_size) {
+            let chunk = &order[range];
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
                 slots[i] = Some(v);
@@ -189,10 +191,44 @@ impl Embedder for FastEmbedder {
     }
 }
 
+/// Texts whose byte length is within this of a batch's shortest share its batch whatever
+/// their ratio (short texts pad to a few tokens at most).
+const SHORT_SPREAD: usize = 48;
+
+/// Batches over `lengths` (ascending byte lengths): at most `batch_size` texts each, and a
+/// new batch wherever a text is more than twice as long as its batch's first (plus
+/// [`SHORT_SPREAD`]), since every text of a batch is padded to its longest.
+fn length_batches(lengths: &[usize], batch_size: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &len) in lengths.iter().enumerate() {
+        if i > start && (i - start >= batch_size || len > 2 * lengths[start] + SHORT_SPREAD) {
+            out.push(start..i);
+            start = i;
+        }
+    }
+    if start < lengths.len() {
+        out.push(start..lengths.len());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::dot;
     use super::*;
+
+    #[test]
+    fn batches_are_cut_by_count_and_where_lengths_diverge() {
+        assert_eq!(
+            length_batches(&[], 16),
+            Vec::<std::ops::Range<usize>>::new()
+        );
+        assert_eq!(length_batches(&[10; 5], 2), vec![0..2, 2..4, 4..5]);
+        // Short queries stay together; a 600-byte write gets a batch of its own.
+        assert_eq!(length_batches(&[20, 30, 60, 600], 16), vec![0..3, 3..4]);
+        assert_eq!(length_batches(&[100, 200, 249, 250], 16), vec![0..2, 2..4]);
+    }
     use std::path::PathBuf;
 
     /// The model dir: `$EPISODIC_MODEL_DIR`, else `models/` of this crate.

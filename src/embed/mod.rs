@@ -18,10 +18,12 @@
 //!   ([`verify_model_dir`]); a missing or corrupt file is an error naming the file
 //!   and the command that fetches it ([`FETCH_COMMAND`]).
 
+pub mod coalesce;
 mod fastembed;
 mod hashing;
 mod manifest;
 
+pub use self::coalesce::{Coalescer, CoalescerStats};
 pub use self::fastembed::{FastEmbedder, DEFAULT_BATCH_SIZE, FAST_MODEL_ID};
 pub use self::hashing::{HashingEmbedder, HASHING_MODEL_ID};
 pub use self::manifest::{verify_model_dir, ManifestFile, ModelManifest, VerifiedFiles};
@@ -33,7 +35,7 @@ pub const EMBEDDING_DIM: usize = 384;
 pub const FETCH_COMMAND: &str = "bash models/fetch.sh";
 
 /// Why embedding, or loading an embedder, failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
     /// A file listed in the model manifest is not on disk.
     #[error("model file missing: {path} (run `{fetch}` to fetch it)")]

@@ -117,6 +117,12 @@ pub struct EngineConfig {
     /// Where online backups are written (`POST /v1/admin/backup`), each in a directory of
     /// its own; by default `<data_dir>/backups`.
     pub backup_dir: PathBuf,
+    /// The longest a single text (a recall query, a write) waits for others to share its
+    /// model call while requests arrive concurrently ([`crate::embed::coalesce`]).
+    pub embed_max_wait: Duration,
+    /// A coalescer to share instead of starting one (a cluster node's shards share the
+    /// node's, over the same embedder).
+    pub coalescer: Option<crate::embed::Coalescer>,
 }
 
 impl EngineConfig {
@@ -148,6 +154,26 @@ impl EngineConfig {
             audit_secret: None,
             follower: false,
             cpu_pool: None,
+            embed_max_wait: crate::embed::coalesce::DEFAULT_MAX_WAIT,
+            coalescer: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The coalescer to share, or a new one over `embedder` waiting at most `embed_max_wait`.
+    pub fn coalescer_for(
+        &self,
+        embedder: &Arc<dyn Embedder>,
+    ) -> anyhow::Result<crate::embed::Coalescer> {
+        match &self.coalescer {
+            Some(c) => Ok(c.clone()),
+            None => crate::embed::Coalescer::start(
+                Arc::clone(embedder),
+                self.embed_max_wait,
+                crate::embed::coalesce::DEFAULT_MAX_BATCH,
+            )
+            .map_err(|e| anyhow::anyhow!("starting the embedding worker: {e}")),
         }
     }
 }
@@ -171,6 +197,7 @@ pub struct Engine {
     shared: Arc<Shared>,
     tx: std::sync::mpsc::Sender<Command>,
     embedder: Arc<dyn Embedder>,
+    coalescer: crate::embed::Coalescer,
     cpu: CpuPool,
     config: Arc<EngineConfig>,
     writer_thread: Arc<parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>>,
@@ -273,27 +300,25 @@ impl Engine {
         Ok(self.embed_made(move || ((), text)).await?.1)
     }
 
-    /// Runs `make` on the CPU pool and embeds the text it returns there too; gives back what
-    /// it set aside with the vector.
+    /// Runs `make` on the CPU pool and embeds the text it returns in one model call with
+    /// whatever other texts are queued ([`crate::embed::coalesce`]); gives back what it set
+    /// aside with the vector.
     pub(super) async fn embed_made<T: Send + 'static>(
         &self,
         make: impl FnOnce() -> (T, String) + Send + 'static,
     ) -> Result<(T, Vec<f32>), Error> {
-        let embedder = Arc::clone(&self.embedder);
-        let (aside, vectors) = self
-            .cpu
-            .run(move || {
-                let (aside, text) = make();
-                (aside, embedder.embed(&[text.as_str()]))
-            })
+        let (aside, text) = self.cpu.run(make).await.map_err(Error::Internal)?;
+        let vector = self
+            .coalescer
+            .embed(text)
             .await
-            .map_err(Error::Internal)?;
-        let vectors = vectors.map_err(|e| Error::Internal(e.to_string()))?;
-        let vector = vectors
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
+            .map_err(|e| Error::Internal(e.to_string()))?;
         Ok((aside, vector))
+    }
+
+    /// Model calls and texts the engine's embedding coalescer has made and embedded.
+    pub fn coalescer_stats(&self) -> crate::embed::CoalescerStats {
+        self.coalescer.stats()
     }
 
     /// The grant's view of `table` now (see [`visible`]).

@@ -327,10 +327,12 @@ fn start(
         Some(pool) => pool.clone(),
         None => CpuPool::new(config.cpu_threads).context("building the cpu pool")?,
     };
+    let coalescer = config.coalescer_for(&embedder)?;
     Ok(Engine {
         shared,
         tx,
         embedder,
+        coalescer,
         cpu,
         config: Arc::new(config),
         writer_thread: Arc::new(parking_lot::Mutex::new(Some(handle))),

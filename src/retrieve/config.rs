@@ -2,14 +2,21 @@
 //! lists, filtered HNSW) and of the exact path's code bounds.
 
 use super::codes::CODE_MIN_CANDIDATES;
+use super::cost::EXACT_CHEAP_CANDIDATES;
 use super::partition::PARTITION_PROBE_MAX_MEMBERS;
 
-/// How recall chooses between exact scoring and HNSW.
+/// The default [`RecallConfig::partition_min_vectors`]: below it no scope holds enough
+/// candidates for a probe to pay off by much (the exact path scores 16,384 in about 5 ms of
+/// CPU), while a build costs seconds of background CPU and about 470 bytes per event.
+pub const PARTITION_MIN_VECTORS: usize = 16_384;
+
+/// How recall chooses between exact scoring, partition lists and HNSW.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallConfig {
     /// Allow filtered HNSW for large scopes (off by default: answers are then approximate).
     pub approximate: bool,
-    /// With `approximate`, at or below this many candidates, score exactly anyway.
+    /// At or below this many in-scope candidates, every recall is exact whatever an
+    /// approximate path would cost ([`super::cost::EXACT_CHEAP_CANDIDATES`] by default).
     pub exact_max_candidates: usize,
     /// HNSW is used only when candidates are at least this share of all vectors.
     pub hnsw_min_fraction: f64,
@@ -20,8 +27,9 @@ pub struct RecallConfig {
     /// it keeps unrelated older events of a subject (the train booking next to a newer hotel
     /// booking) but lets through updates phrased very differently from what they replace.
     pub stale_min_similarity: f32,
-    /// Answer broad scopes from the vector partitions nearest the query (off by default:
-    /// answers are then approximate). Independent of `approximate`, and tried first.
+    /// Answer broad scopes from the vector partitions nearest the query when the cost model
+    /// expects a probe to cost less than exact scoring (on by default; such answers are
+    /// approximate in ranking and say so). Independent of `approximate`, and tried first.
     pub partitioned: bool,
     /// With `partitioned`, the share of partition lists probed (at least one; more while
     /// fewer than k in-scope events were found).
@@ -30,8 +38,8 @@ pub struct RecallConfig {
     /// many of the tenant's members (fewer than the probe share then): a probe of a tenant
     /// of a million events costs what one of 260,000 does.
     pub partition_probe_max_members: usize,
-    /// With `partitioned`, partitions are built once the store holds this many vectors
-    /// (below, exact scoring is fast enough).
+    /// With `partitioned`, partitions are built in the background once the store holds this
+    /// many vectors ([`PARTITION_MIN_VECTORS`] by default).
     pub partition_min_vectors: usize,
     /// From this many candidates on, scores are first bounded from the vectors' 8-bit codes
     /// and only the candidates that could rank are scored from their full vectors (the
@@ -44,22 +52,22 @@ impl Default for RecallConfig {
     fn default() -> Self {
         RecallConfig {
             approximate: false,
-            exact_max_candidates: 20_000,
+            exact_max_candidates: EXACT_CHEAP_CANDIDATES,
             hnsw_min_fraction: 0.3,
             hnsw_oversample: 4,
             stale_min_similarity: 0.0,
-            partitioned: false,
+            partitioned: true,
             partition_probe_share: 1.0 / 16.0,
             partition_probe_max_members: PARTITION_PROBE_MAX_MEMBERS,
-            partition_min_vectors: 50_000,
+            partition_min_vectors: PARTITION_MIN_VECTORS,
             code_min_candidates: CODE_MIN_CANDIDATES,
         }
     }
 }
 
 impl RecallConfig {
-    /// Turns partitioned recall on, reading `probe_share` of the lists, which must lie in
-    /// (0, 1].
+    /// Sets the share of partition lists a probe reads, which must lie in (0, 1], and lets
+    /// the planner use partitions.
     pub fn partition(&mut self, probe_share: f64) -> anyhow::Result<()> {
         anyhow::ensure!(
             probe_share > 0.0 && probe_share <= 1.0,
@@ -68,5 +76,13 @@ impl RecallConfig {
         self.partitioned = true;
         self.partition_probe_share = probe_share;
         Ok(())
+    }
+}
+
+impl RecallConfig {
+    /// Every answer exact: no partitions and no HNSW are built or read.
+    pub fn exact_only(&mut self) {
+        self.partitioned = false;
+        self.approximate = false;
     }
 }

@@ -20,6 +20,7 @@
 
 mod codes;
 mod config;
+pub mod cost;
 mod episodes;
 pub mod evidence;
 #[cfg(test)]
@@ -39,7 +40,7 @@ use std::time::Instant;
 pub use crate::model::request::{Cursor, RecallRequest, Scope, TimelineQuery};
 pub use crate::read::words::QueryWords;
 pub use codes::CODE_MIN_CANDIDATES;
-pub use config::RecallConfig;
+pub use config::{RecallConfig, PARTITION_MIN_VECTORS};
 pub use partition::PARTITION_PROBE_MAX_MEMBERS;
 pub use plan::VectorPath;
 pub use query::QueryRead;

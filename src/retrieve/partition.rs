@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use super::config::RecallConfig;
+use super::cost;
 use super::lexical::Bm25;
 use super::plan::KnownBounds;
 use super::scope::{index_error, InScope, SearchError};
@@ -32,9 +33,10 @@ pub(super) const PARTITION_BY_ID_DIVISOR: usize = 4;
 /// part of its tenant is read from the probed lists' members, more lists while fewer than
 /// `k` were found; a narrower one from the index's ids, those in a probed list kept.
 /// `None` (the caller takes the exact path) unless partitioned recall is on, a partition
-/// is built, heads can decide the filter and the index counts more than
-/// `exact_max_candidates` events in scope, or when a narrow scope's probed lists hold
-/// fewer than `k` of its events.
+/// is built, heads can decide the filter, the index counts more than
+/// `exact_max_candidates` events in scope and the probe is expected to cost less than
+/// scoring them all ([`cost`]), or when a narrow scope's probed lists hold fewer than `k`
+/// of its events.
 pub(super) fn partition_scope(
     snap: &Snapshot<'_>,
     cfg: &RecallConfig,
@@ -62,6 +64,11 @@ pub(super) fn partition_scope(
         return Ok(None);
     }
     let (probes, probed_members) = probe_count(partition, &order, scope.tenant, cfg);
+    let read_by_id = count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members;
+    let probe_cost = cost::partition_ns(order.len(), probed_members, count, read_by_id);
+    if !cost::partition_pays(count, probe_cost) {
+        return Ok(None);
+    }
     let view = View::new(vis);
     let keep = |t: &Table, h: &Head| scope.matches(h) && access.shows(t, &view, h);
     let probe = Probe {
@@ -69,7 +76,7 @@ pub(super) fn partition_scope(
         order: &order,
         probes,
     };
-    let (mut heads, bounds) = if count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members {
+    let (mut heads, bounds) = if read_by_id {
         let heads = probe_by_id(snap, in_scope.ids()?, &probe, keep);
         if heads.len() < k {
             return Ok(None);

@@ -1,10 +1,12 @@
 //! The planner: which candidate source answers a recall, chosen in one place.
 //!
 //! A request that asks for `exact` skips 1 and 2. Sources, tried in this order:
-//! 1. the partition lists nearest the query, when partitioned recall is on, a partition is
-//!    built, heads can decide the filter, the scope is broad (more than
-//!    `exact_max_candidates` in scope) and at least k candidates remain after stale
-//!    suppression (approximate ranking, exact scope: `path: "partition"`);
+//! 1. the partition lists nearest the query (on by default; built in the background once
+//!    the store holds `partition_min_vectors`), when a partition is built, heads can decide
+//!    the filter, the index counts more than `exact_max_candidates` in scope (by term
+//!    statistics, without listing a broad scope), the cost model ([`super::cost`]) expects
+//!    the probe to cost less than scoring every candidate, and at least k candidates remain
+//!    after stale suppression (approximate ranking, exact scope: `path: "partition"`);
 //! 2. filtered HNSW over the visible in-scope candidates, when approximate recall is on, the
 //!    scope is broad and a large enough share of all vectors, and HNSW returns a full list
 //!    (approximate: `path: "hnsw"`; a short list falls back to scoring all:

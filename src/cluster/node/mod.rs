@@ -139,6 +139,8 @@ struct Inner {
     catalog: Catalog,
     embedder: Arc<dyn Embedder>,
     cpu: CpuPool,
+    /// The embedding coalescer the node's shards share.
+    coalescer: crate::embed::Coalescer,
     held: RwLock<HashMap<u32, Held>>,
     view: RwLock<ClusterView>,
     /// The last holder other than this node each shard was seen with (to tell a failover
@@ -218,6 +220,7 @@ impl Node {
             Some(pool) => pool.clone(),
             None => CpuPool::new(config.engine.cpu_threads).context("building the cpu pool")?,
         };
+        let coalescer = config.engine.coalescer_for(&embedder)?;
         let (open_tx, open_rx) = mpsc::channel();
         let inner = Arc::new(Inner {
             config,
@@ -226,6 +229,7 @@ impl Node {
             catalog,
             embedder,
             cpu,
+            coalescer,
             held: RwLock::new(HashMap::new()),
             view: RwLock::new(ClusterView::default()),
             seen_holders: Mutex::new(HashMap::new()),
@@ -1040,6 +1044,7 @@ impl Inner {
         let mut config = self.config.engine.clone();
         config.data_dir = dir;
         config.cpu_pool = Some(self.cpu.clone());
+        config.coalescer = Some(self.coalescer.clone());
         config.follower = follower;
         config.log = LogLocation::Stream {
             conn: self.conn.clone(),
