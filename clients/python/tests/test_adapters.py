@@ -126,6 +126,12 @@ def test_langgraph_store_maps_namespaces_to_tenant_actor_project(client, server)
     assert store.get(ns, f"pref-{who}") is None
     assert store.search(("acme", who), query="invoices") == []
 
+    # An event written by the client, not the store, is found too, its text under text_key.
+    client.write({"summary": "Dana called about the Berlin office", "actorId": who, "occurredAt": "2026-06-17T09:20:00Z", "sourceRefs": ["call-1"]})
+    foreign = store.search(("acme", who), query="Berlin office call", limit=1)[0]
+    assert foreign.value["content"] == "Dana called about the Berlin office"
+    assert foreign.key == foreign.value["episodic"]["eventId"]
+
     with pytest.raises(TenantMismatchError):
         store.put(("globex", who), "x1", {"content": "Dana asked"})
     with pytest.raises(InvalidNamespaceError):

@@ -39,8 +39,9 @@ Operations.
   /v1/events/{id}``: a writer forgets its own key's writes, an operator any event).
 - ``list_namespaces`` walks the timeline of the key's tenant.
 
-An item's ``value`` on reading holds the text under the key it was written with, the
-metadata keys, and ``"episodic"``: the event's provenance (``eventId``, ``occurredAt``,
+An item's ``value`` on reading holds the text under the key it was written with (for an
+event written otherwise than through the store, under ``text_key``, ``"content"`` by
+default), the metadata keys, and ``"episodic"``: the event's provenance (``eventId``, ``occurredAt``,
 ``recordedAt``, ``eventType``, ``status``, ``sourceRefs``, ``sourceTrust``, ``confidence``,
 ``privacyClass``; for a search hit also ``evidence`` and ``scoreBreakdown``). ``put`` ignores
 an ``"episodic"`` key, so a value read can be written back.
@@ -164,9 +165,11 @@ class EpisodicStore(BaseStore):
         async_client: Optional[AsyncEpisodicClient] = None,
         source_ref: str = "langgraph-store",
         source_trust: Optional[str] = None,
+        text_key: str = "content",
     ) -> None:
         if client is None and async_client is None:
             raise ValueError("EpisodicStore needs client= or async_client=")
+        self.text_key = text_key
         self.client = client
         self.async_client = async_client
         self.source_ref = source_ref
@@ -415,12 +418,11 @@ class EpisodicStore(BaseStore):
             event.setdefault("sourceTrust", self.source_trust)
         return event
 
-    @staticmethod
-    def _value(event: Mapping[str, Any]) -> Dict[str, Any]:
+    def _value(self, event: Mapping[str, Any]) -> Dict[str, Any]:
         metadata = dict(event.get("metadata") or {})
         own = metadata.pop(RESERVED, None) or {}
         value: Dict[str, Any] = metadata
-        value[own.get("textKey", "summary")] = event["summary"]
+        value[own.get("textKey", self.text_key)] = event["summary"]
         value[PROVENANCE] = {k: event.get(k) for k in _PROVENANCE_FIELDS}
         return value
 
