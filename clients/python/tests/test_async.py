@@ -31,6 +31,8 @@ def test_the_async_client_covers_the_agent_routes(server):
             receipt = await c.delete(minimal["eventId"])
             reviews = await c.list_reviews()
             audit = await c.audit(event_id=written["eventId"])
+            exported = [e for e in await c.export() if e["actorId"] == who]
+            reimported = await c.import_events(exported)
             erased = await c.erasure(who)
             with pytest.raises(NotFoundError):
                 await c.get_event(minimal["eventId"])
@@ -50,5 +52,6 @@ def test_the_async_client_covers_the_agent_routes(server):
     assert r["receipt"]["eventId"] == r["minimal"]["eventId"]
     assert isinstance(r["reviews"]["reviews"], list)
     assert r["audit"]["entries"][0]["action"] == "write"
+    assert len(r["exported"]) == 3 and r["reimported"]["unchanged"] == 3
     assert r["fixed"]["eventId"] in r["erased"]["erased"]
     assert r["err"].value.errors[0]["field"] == "query"

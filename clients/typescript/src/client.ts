@@ -6,7 +6,7 @@
  * was lost is repeated only when that is safe: reads, deletions, and writes, which carry a
  * client-chosen `eventId` (generated when the caller gave none); the server answers a write
  * repeated with the same id and content with the original answer, so a retried write returns
- * the stored result. `observe`, `approve`, `reject` and `erasure` are repeated only when the
+ * the stored result; an import is repeated only when each line names its `eventId`. `observe`, `approve`, `reject` and `erasure` are repeated only when the
  * server cannot have acted (no connection, `429`, `503 not_ready` / `too_many_connections`).
  */
 
@@ -19,6 +19,7 @@ import type {
   ErasureReceipt,
   EventWrite,
   HistoryResponse,
+  ImportSummary,
   Interaction,
   MetadataValue,
   ObserveResponse,
@@ -89,6 +90,8 @@ interface Req {
   body?: unknown;
   idempotent: boolean;
   ok: number[];
+  /** NDJSON both ways (export's answer, import's body). */
+  ndjson?: boolean;
 }
 
 const NOT_ACTED = new Set(["not_ready", "too_many_connections"]);
@@ -258,6 +261,19 @@ export class EpisodicClient {
     return this.review(eventId, "reject", opts.note);
   }
 
+  /** `GET /v1/export`: every event the key may read, one object per NDJSON line. */
+  exportEvents(opts: { withVectors?: boolean } = {}): Promise<StoredEvent[]> {
+    return this.send({ method: "GET", path: "/v1/export", params: params({ withVectors: opts.withVectors }), idempotent: true, ok: [200], ndjson: true });
+  }
+
+  /** `POST /v1/import`: events as export gives them; the summary (200 or 207). */
+  importEvents(events: object[]): Promise<ImportSummary> {
+    const lines = events.map((e) => jsonable(e) as Record<string, unknown>);
+    // A line without an eventId gets a new id on each try: repeat only lines that have one.
+    const safe = lines.every((l) => typeof l["eventId"] === "string" && l["eventId"] !== "");
+    return this.send({ method: "POST", path: "/v1/import", body: lines, idempotent: safe, ok: [200, 207], ndjson: true });
+  }
+
   /** `GET /v1/audit`. */
   audit(query: AuditQuery = {}): Promise<AuditPage> {
     return this.send({ method: "GET", path: "/v1/audit", params: params({ ...query }), idempotent: true, ok: [200] });
@@ -273,6 +289,20 @@ export class EpisodicClient {
     const body = jsonable(event) as Record<string, unknown>;
     if (this.retry.maxRetries > 0 && !body["eventId"]) body["eventId"] = newEventId();
     return body;
+  }
+
+  private ndjson(req: Req, text: string, headers: Headers): unknown[] {
+    const lines = text.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as unknown);
+    const announced = headers.get("episodic-export-events");
+    if (announced !== null && Number(announced) !== lines.length) {
+      throw new EpisodicError({
+        status: 200,
+        code: "incomplete_export",
+        detail: `${req.path} announced ${announced} events but ${lines.length} arrived`,
+        requestId: headers.get("x-request-id"),
+      });
+    }
+    return lines;
   }
 
   private backoff(attempt: number): number {
@@ -298,7 +328,10 @@ export class EpisodicClient {
     for (const [k, v] of Object.entries(req.params ?? {})) url.searchParams.set(k, v);
     const headers: Record<string, string> = { ...this.headers };
     let payload: string | undefined;
-    if (req.body !== undefined) {
+    if (req.body !== undefined && req.ndjson) {
+      payload = (req.body as unknown[]).map((l) => JSON.stringify(l) + "\n").join("");
+      headers["Content-Type"] = "application/x-ndjson";
+    } else if (req.body !== undefined) {
       payload = JSON.stringify(req.body);
       headers["Content-Type"] = "application/json";
     }
@@ -322,6 +355,7 @@ export class EpisodicClient {
       const text = await response.text();
       if (req.ok.includes(response.status)) {
         try {
+          if (req.ndjson && req.method === "GET") return this.ndjson(req, text, response.headers) as T;
           return JSON.parse(text) as T;
         } catch {
           throw new EpisodicError({

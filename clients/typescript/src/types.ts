@@ -243,3 +243,16 @@ export interface ReviewOutcome {
   decidedAt: string;
   note?: string | null;
 }
+
+export interface ImportSummary {
+  lines: number;
+  allowed: number;
+  review: number;
+  unchanged: number;
+  notImported: number;
+  embedded: number;
+  vectorsReused: number;
+  denied: Record<string, unknown>[];
+  failed: Record<string, unknown>[];
+  invalid: { line: number; code: string; detail: string }[];
+}

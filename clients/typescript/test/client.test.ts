@@ -141,3 +141,20 @@ test("problems become typed errors with status, code, request id and field error
   assert.ok(missing instanceof NotFoundError);
   assert.equal(missing.requestId, "pipeline-run-7");
 });
+
+test("export and import round-trip as NDJSON", async () => {
+  const who = actor();
+  const ids = [];
+  for (const i of [0, 1]) ids.push((await client.write(event(who, `Dana noted item ${i}`))).eventId);
+  const exported = (await client.exportEvents()).filter((e) => e.actorId === who);
+  assert.deepEqual(exported.map((e) => e.eventId).sort(), ids.sort());
+  const withVectors = (await client.exportEvents({ withVectors: true })).filter((e) => e.actorId === who);
+  assert.ok(withVectors.every((e) => Array.isArray((e as unknown as { vector: number[] }).vector)));
+  const again = await client.importEvents(exported);
+  assert.equal(again.lines, 2);
+  assert.equal(again.unchanged, 2);
+  const summary = await client.importEvents([{ ...exported[0]!, eventId: `imported-${who}`, summary: "Dana noted an imported item" }, { ...exported[0]!, eventId: `other-${who}`, tenantId: "globex" }]);
+  assert.equal(summary.allowed, 1);
+  assert.equal(summary.invalid[0]!.code, "tenant_mismatch");
+  assert.equal((await client.getEvent(`imported-${who}`)).summary, "Dana noted an imported item");
+});

@@ -37,6 +37,7 @@ const shapes = {
   ReviewList: { reviews: "required" } satisfies Shape<T.ReviewList>,
   ReviewOutcome: { eventId: "required", status: "required", decidedAt: "required", note: "optional" } satisfies Shape<T.ReviewOutcome>,
   ProblemDoc: { type: "required", title: "required", status: "required", detail: "required", code: "required", requestId: "optional", errors: "optional", missingRole: "optional" } satisfies Shape<T.Problem>,
+  ImportSummary: { lines: "required", allowed: "required", review: "required", unchanged: "required", notImported: "required", embedded: "required", vectorsReused: "required", denied: "required", failed: "required", invalid: "required" } satisfies Shape<T.ImportSummary>,
   Decision: { decision: "required", reason: "required", approverRole: "optional" } satisfies Shape<T.Decision>,
 };
 

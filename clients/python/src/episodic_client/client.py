@@ -12,7 +12,8 @@ client-chosen ``eventId``. The server answers a write repeated with the same ``e
 the same content with the original answer, so a retried write returns the stored result
 and never stores the event twice; :meth:`EpisodicClient.write`, ``write_minimal``,
 ``write_batch`` and ``correct`` therefore set a generated ``eventId`` when the caller gave
-none. ``observe``, ``approve``, ``reject`` and ``erasure`` carry no such id: they are
+none; an import is repeated only when each of its lines names its ``eventId`` (a repeated
+line is then ``unchanged``). ``observe``, ``approve``, ``reject`` and ``erasure`` carry no such id: they are
 retried only when the server cannot have acted on them (no connection, ``429``,
 ``503 not_ready`` or ``too_many_connections``).
 """
@@ -64,6 +65,8 @@ class _Request:
     idempotent: bool = True
     #: Statuses that are success for this route (others raise).
     ok: Sequence[int] = (200,)
+    #: ``"json"``: a JSON body both ways; ``"ndjson"``: newline-delimited JSON both ways.
+    format: str = "json"
 
 
 def _rfc3339(value: Any) -> Any:
@@ -255,6 +258,17 @@ class _Base:
             "POST", f"/v1/reviews/{_id(event_id)}/{verdict}", None, body, idempotent=False
         )
 
+    def _export(self, with_vectors: Optional[bool]) -> _Request:
+        return _Request("GET", "/v1/export", _params(withVectors=with_vectors), format="ndjson")
+
+    def _import(self, events: Sequence[Mapping[str, Any]]) -> _Request:
+        lines = [_jsonable(e) for e in events]
+        # A line without an eventId gets a new id on each try: repeat only lines that have one.
+        safe = all(isinstance(line, Mapping) and line.get("eventId") for line in lines)
+        return _Request(
+            "POST", "/v1/import", None, lines, idempotent=safe, ok=(200, 207), format="ndjson"
+        )
+
     def _audit(self, **filters: Any) -> _Request:
         params = _params(
             eventId=filters.get("event_id"),
@@ -269,13 +283,19 @@ class _Base:
 
     def _http_kwargs(self, req: _Request) -> Json:
         kwargs: Json = {"params": req.params}
-        if req.body is not None:
+        if req.body is not None and req.format == "ndjson":
+            text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in req.body)
+            kwargs["content"] = text.encode("utf-8")
+            kwargs["headers"] = {"Content-Type": "application/x-ndjson"}
+        elif req.body is not None:
             kwargs["content"] = json.dumps(req.body).encode("utf-8")
             kwargs["headers"] = {"Content-Type": "application/json"}
         return kwargs
 
     def _answer(self, req: _Request, response: httpx.Response) -> Json:
         if response.status_code in req.ok:
+            if req.format == "ndjson" and req.method == "GET":
+                return self._ndjson(req, response)
             try:
                 return response.json()
             except ValueError as exc:
@@ -286,6 +306,18 @@ class _Base:
                     request_id=response.headers.get("x-request-id"),
                 ) from exc
         raise error_from_response(response.status_code, response.content, response.headers)
+
+    def _ndjson(self, req: _Request, response: httpx.Response) -> Any:
+        lines = [json.loads(line) for line in response.text.splitlines() if line.strip()]
+        announced = response.headers.get("episodic-export-events")
+        if announced is not None and int(announced) != len(lines):
+            raise EpisodicError(
+                response.status_code,
+                "incomplete_export",
+                f"{req.path} announced {announced} events but {len(lines)} arrived",
+                request_id=response.headers.get("x-request-id"),
+            )
+        return lines
 
     def _delay_after_error(self, req: _Request, attempt: int, err: EpisodicError) -> Optional[float]:
         if attempt >= self.retry.max_retries or err.status is None:
@@ -482,6 +514,14 @@ class EpisodicClient(_Base):
         """``POST /v1/reviews/{eventId}/reject``: the event is deleted."""
         return self._send(self._review(event_id, "reject", note))
 
+    def export(self, *, with_vectors: Optional[bool] = None) -> List[Json]:
+        """``GET /v1/export``: every event the key may read, one dict per NDJSON line."""
+        return self._send(self._export(with_vectors))  # type: ignore[return-value]
+
+    def import_events(self, events: Sequence[Mapping[str, Any]]) -> Json:
+        """``POST /v1/import``: events as export gives them; the summary (200 or 207)."""
+        return self._send(self._import(events))
+
     def audit(
         self,
         *,
@@ -635,6 +675,12 @@ class AsyncEpisodicClient(_Base):
 
     async def reject(self, event_id: str, *, note: Optional[str] = None) -> Json:
         return await self._send(self._review(event_id, "reject", note))
+
+    async def export(self, *, with_vectors: Optional[bool] = None) -> List[Json]:
+        return await self._send(self._export(with_vectors))  # type: ignore[return-value]
+
+    async def import_events(self, events: Sequence[Mapping[str, Any]]) -> Json:
+        return await self._send(self._import(events))
 
     async def audit(
         self,

@@ -39,6 +39,7 @@ __all__ = [
     "ReviewList",
     "ReviewOutcome",
     "Problem",
+    "ImportSummary",
     "SCHEMAS",
 ]
 
@@ -328,6 +329,21 @@ class ReviewOutcome(_ReviewOutcomeRequired, total=False):
     note: Optional[str]
 
 
+class ImportSummary(TypedDict):
+    """``POST /v1/import``'s answer: counts, and the lines not imported with why."""
+
+    lines: int
+    allowed: int
+    review: int
+    unchanged: int
+    notImported: int
+    embedded: int
+    vectorsReused: int
+    denied: List[Dict[str, Any]]
+    failed: List[Dict[str, Any]]
+    invalid: List[Dict[str, Any]]
+
+
 #: Each model and the ``components.schemas`` entry of ``/openapi.json`` it mirrors.
 SCHEMAS: Dict[type, str] = {
     Retention: "Retention",
@@ -356,4 +372,5 @@ SCHEMAS: Dict[type, str] = {
     ReviewList: "ReviewList",
     ReviewOutcome: "ReviewOutcome",
     Problem: "ProblemDoc",
+    ImportSummary: "ImportSummary",
 }
