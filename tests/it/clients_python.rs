@@ -84,6 +84,8 @@ fn venv_python() -> PathBuf {
             what,
         )
     };
+    // pip builds the wheel in the source tree; a stale build/ could carry removed modules.
+    let _ = std::fs::remove_dir_all(package().join("build"));
     let deps_current = std::fs::read_to_string(&deps_marker).unwrap_or_default();
     if deps_current != pyproject || !python.exists() {
         let _ = std::fs::remove_dir_all(&venv);
