@@ -6,7 +6,8 @@
 //! LangGraph and LlamaIndex adapters with the framework versions pinned in its extras.
 //!
 //! The package and its extras are installed from PyPI into a virtual environment under the
-//! target directory, made once and reused while its marker matches `pyproject.toml`; the
+//! target directory (held to the exact versions of `constraints.txt`), made once and reused
+//! while its marker matches `pyproject.toml` and `constraints.txt`; the
 //! package itself is reinstalled whenever its sources change. Nothing is skipped: without
 //! `python3 -m venv` (Debian's `python3-venv`) or without PyPI the test fails saying so.
 
@@ -64,7 +65,9 @@ fn venv_python() -> PathBuf {
     let python = venv.join("bin").join("python");
     let deps_marker = venv.join("episodic-client-pyproject.toml");
     let pkg_marker = venv.join("episodic-client-sources.txt");
-    let pyproject = std::fs::read_to_string(package().join("pyproject.toml")).expect("pyproject");
+    // The extras' ranges, held to the exact tested versions by the constraints file.
+    let pyproject = std::fs::read_to_string(package().join("pyproject.toml")).expect("pyproject")
+        + &std::fs::read_to_string(package().join("constraints.txt")).expect("constraints.txt");
     let mut hasher = DefaultHasher::new();
     pyproject.hash(&mut hasher);
     fingerprint(&package().join("src"), &mut hasher);
@@ -99,8 +102,9 @@ fn venv_python() -> PathBuf {
             "python3 -m venv failed; this test needs it (Debian: apt-get install python3-venv):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let constraints = package().join("constraints.txt");
         pip(
-            &[&spec],
+            &[&spec, "-c", constraints.to_str().expect("utf-8 path")],
             &format!("pip install {spec} (the package and its extras, from PyPI)"),
         );
         std::fs::write(&deps_marker, &pyproject).expect("deps marker");
@@ -112,6 +116,30 @@ fn venv_python() -> PathBuf {
         );
         std::fs::write(&pkg_marker, &sources).expect("sources marker");
     }
+    // The venv holds exactly the tested versions (a reused venv too).
+    let pins: Vec<(String, String)> = std::fs::read_to_string(package().join("constraints.txt"))
+        .expect("constraints.txt")
+        .lines()
+        .filter_map(|l| l.split_once("=="))
+        .map(|(name, version)| (name.trim().to_string(), version.trim().to_string()))
+        .collect();
+    let names: Vec<&str> = pins.iter().map(|(n, _)| n.as_str()).collect();
+    let out = run(
+        Command::new(&python).args([
+            "-c",
+            "import importlib.metadata as m, sys; print(' '.join(m.version(n) for n in sys.argv[1:]))",
+        ]).args(&names),
+        "reading the installed versions",
+    );
+    let installed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let pinned: Vec<String> = pins.iter().map(|(_, v)| v.clone()).collect();
+    assert_eq!(
+        installed, pinned,
+        "the venv's versions of {names:?} are not constraints.txt's"
+    );
     python
 }
 
