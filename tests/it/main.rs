@@ -2,6 +2,8 @@
 
 mod cli_keys;
 mod cli_transfer;
+mod clients_python;
+mod clients_typescript;
 mod cluster_binary;
 mod coded_recall;
 mod common;
