@@ -317,7 +317,7 @@ impl Browser {
     }
 
     /// Performs W3C input actions (wheel, pointer) and releases them.
-    fn actions(&self, actions: Value) {
+    fn actions(&self, actions: &Value) {
         self.cmd("POST", "/actions", Some(json!({ "actions": actions })));
         self.cmd("DELETE", "/actions", None);
     }
@@ -423,19 +423,19 @@ impl Browser {
     }
 
     fn screenshot(&self, path: &Path) -> Vec<u8> {
-        self.save_png(self.cmd("GET", "/screenshot", None), path)
+        self.save_png(&self.cmd("GET", "/screenshot", None), path)
     }
 
     /// A screenshot of one element (scrolled into view).
     fn element_screenshot(&self, css: &str, path: &Path) -> Vec<u8> {
         let el = self.find(css);
         self.save_png(
-            self.cmd("GET", &format!("/element/{el}/screenshot"), None),
+            &self.cmd("GET", &format!("/element/{el}/screenshot"), None),
             path,
         )
     }
 
-    fn save_png(&self, b64: Value, path: &Path) -> Vec<u8> {
+    fn save_png(&self, b64: &Value, path: &Path) -> Vec<u8> {
         use base64::Engine as _;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().expect("base64"))
@@ -999,7 +999,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     browser.click("#tl-fit");
     assert_eq!(browser.span_changed_from(span), fit);
     let svg = browser.find("#tl-svg");
-    browser.actions(json!([{"type": "wheel", "id": "wheel", "actions": [
+    browser.actions(&json!([{"type": "wheel", "id": "wheel", "actions": [
         {"type": "scroll", "x": 100, "y": 0, "deltaX": 0, "deltaY": -120, "duration": 0,
          "origin": {ELEMENT: svg}}
     ]}]));
@@ -1007,7 +1007,7 @@ fn ui_drives_the_real_server_in_headless_chromium() {
     assert!(wheeled < fit, "the wheel zooms in: {wheeled} < {fit}");
     let t0 = browser.view_t0();
     browser.actions(
-        json!([{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+        &json!([{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
         "actions": [
             {"type": "pointerMove", "duration": 0, "origin": {ELEMENT: svg}, "x": 0, "y": 0},
             {"type": "pointerDown", "button": 0},
