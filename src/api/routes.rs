@@ -347,6 +347,7 @@ pub async fn recall(
         ("includeSuperseded" = Option<bool>, Query, description = "Also list superseded events"),
         ("asOf" = Option<String>, Query, format = DateTime, description = "As memory stood at this recorded time"),
         ("metadata" = Option<String>, Query, description = "Metadata equality as a JSON object, as a recall scope's `metadata` (e.g. `{\"channel\":\"email\"}`)", example = "{\"channel\":\"email\"}"),
+        ("markStale" = Option<bool>, Query, description = "Also name, in `staleBy`, the newer event that makes each stale event of the page stale (as recall decides staleness)"),
     ),
     responses(
         (status = 200, description = "a page", body = crate::retrieve::TimelinePage),

@@ -471,9 +471,10 @@ impl Engine {
         let shared = Arc::clone(&self.shared);
         let grant2 = grant.clone();
         let detail = serde_json::json!({"scope": query.scope, "asOf": query.as_of});
+        let config = self.config.recall.clone();
         let page = self
             .cpu
-            .run(move || crate::retrieve::timeline(&shared.snapshot(), &grant2, &query))
+            .run(move || crate::retrieve::timeline(&shared.snapshot(), &config, &grant2, &query))
             .await
             .map_err(Error::Internal)??;
         let ids = page.events.iter().map(|e| e.event_id.clone()).collect();

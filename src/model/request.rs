@@ -349,9 +349,12 @@ pub struct TimelineQuery {
     pub include_superseded: bool,
     /// Answer as memory stood at this `recordedAt` time.
     pub as_of: Option<Timestamp>,
+    /// Name, for each stale event of the page, the newer event that makes it stale (as
+    /// recall judges staleness in the same view).
+    pub mark_stale: bool,
 }
 
-const TIMELINE_PARAMS: [&str; 10] = [
+const TIMELINE_PARAMS: [&str; 11] = [
     "actorId",
     "projectId",
     "eventType",
@@ -362,6 +365,7 @@ const TIMELINE_PARAMS: [&str; 10] = [
     "includeSuperseded",
     "asOf",
     "metadata",
+    "markStale",
 ];
 
 impl TimelineQuery {
@@ -405,17 +409,8 @@ impl TimelineQuery {
                 parsed
             }
         };
-        let include_superseded = match params.get("includeSuperseded").map(String::as_str) {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(_) => {
-                errors.push(FieldError::new(
-                    "includeSuperseded",
-                    "must be true or false",
-                ));
-                false
-            }
-        };
+        let include_superseded = bool_param(params, "includeSuperseded", &mut errors);
+        let mark_stale = bool_param(params, "markStale", &mut errors);
         let actor_ids = id_param(params, "actorId", &mut errors);
         let project_ids = id_param(params, "projectId", &mut errors);
         let event_types = id_param(params, "eventType", &mut errors);
@@ -437,7 +432,21 @@ impl TimelineQuery {
             cursor,
             include_superseded,
             as_of,
+            mark_stale,
         })
+    }
+}
+
+/// A boolean query parameter: absent or `false` is false, `true` is true, anything else an
+/// error.
+fn bool_param(params: &HashMap<String, String>, key: &str, errors: &mut Vec<FieldError>) -> bool {
+    match params.get(key).map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            errors.push(FieldError::new(key, "must be true or false"));
+            false
+        }
     }
 }
 
@@ -615,9 +624,14 @@ mod tests {
         let q = TimelineQuery::parse(&p).expect("ok");
         assert_eq!(q.limit, 2);
         assert_eq!(q.scope.actor_ids, vec!["a"]);
+        assert!(!q.mark_stale, "stale marks only on request");
+        p.insert("markStale".to_string(), "true".to_string());
+        assert!(TimelineQuery::parse(&p).expect("ok").mark_stale);
         p.insert("bogus".to_string(), "1".to_string());
         p.insert("from".to_string(), "nope".to_string());
+        p.insert("markStale".to_string(), "yes".to_string());
         let err = TimelineQuery::parse(&p).expect_err("bad");
-        assert_eq!(err.0.len(), 2);
+        assert_eq!(err.0.len(), 3);
+        assert!(err.0.iter().any(|e| e.field == "markStale"), "{err:?}");
     }
 }

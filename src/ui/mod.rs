@@ -1,8 +1,10 @@
 //! The operator web page: a static, offline single-page app served at `/ui`.
 //!
-//! The page lets an operator log in with an API key, browse the timeline of a scope, open an
-//! event's history, run a recall and see why each hit was retrieved, browse the audit trail
-//! and decide pending reviews. It is plain HTML, CSS and JavaScript embedded in the binary
+//! The page lets an operator log in with an API key, see the timeline of a scope as a picture
+//! (lanes per actor or project, marks by type, supersession links, stale, pending and removed
+//! markers, zoom, pan and clusters), open an event's history, delete an event or erase an
+//! actor after a confirmation, run a recall and see why each hit was retrieved, browse the
+//! audit trail and decide pending reviews (docs/ui.md). It is plain HTML, CSS and JavaScript embedded in the binary
 //! at compile time; there is no build step and nothing is fetched from elsewhere.
 //!
 //! Invariants:

@@ -457,3 +457,69 @@ async fn a_recall_says_whether_it_is_exact_and_a_caller_may_insist() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
     assert_eq!(problem["errors"][0]["field"], "exact", "{problem}");
 }
+
+/// The timeline's `markStale` names the same newer event as recall's `staleBy`, and only for
+/// a page that holds the stale event.
+#[tokio::test]
+async fn the_timeline_marks_stale_events_as_recall_does() {
+    let app = App::new();
+    let key = app.key("acme").await;
+    let s = "User prefers invoices by email";
+    let old = app
+        .write_ok(&key, event("u", s, "2025-01-01T00:00:00Z"))
+        .await;
+    let new = app
+        .write_ok(&key, event("u", s, "2026-06-01T00:00:00Z"))
+        .await;
+    app.write_ok(
+        &key,
+        with(
+            event("v", "Another customer's note", "2026-07-01T00:00:00Z"),
+            "resourceRefs",
+            json!(["meetings"]),
+        ),
+    )
+    .await;
+    let recall = app
+        .recall(
+            &key,
+            json!({"query": "invoice preference", "includeStale": true}),
+        )
+        .await;
+    let stale_in_recall: Vec<(String, String)> = recall["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|h| h["stale"] == true)
+        .map(|h| {
+            let id = h["event"]["eventId"].as_str().expect("id").to_string();
+            (id, h["staleBy"].as_str().expect("staleBy").to_string())
+        })
+        .collect();
+    assert_eq!(stale_in_recall, vec![(old.clone(), new.clone())]);
+
+    let (status, page) = app
+        .call("GET", "/v1/timeline?markStale=true", Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["events"].as_array().expect("events").len(), 3);
+    assert_eq!(page["staleBy"], json!({ old.clone(): new.clone() }));
+    // A page holding only the newer events has nothing to mark; without the flag, no field.
+    let (_, page) = app
+        .call(
+            "GET",
+            "/v1/timeline?markStale=true&from=2026-01-01T00:00:00Z",
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(page["events"].as_array().expect("events").len(), 2);
+    assert!(page.get("staleBy").is_none(), "{page}");
+    let (_, page) = app.call("GET", "/v1/timeline", Some(&key), None).await;
+    assert!(page.get("staleBy").is_none(), "{page}");
+    let (status, bad) = app
+        .call("GET", "/v1/timeline?markStale=yes", Some(&key), None)
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(bad["errors"][0]["field"], "markStale", "{bad}");
+}

@@ -1098,6 +1098,7 @@ impl Play<'_> {
             cursor: None,
             include_superseded: q.include_superseded,
             as_of: None,
+            mark_stale: false,
         };
         let g = reader(&q.tenant, t.grant.as_ref());
         let page = match self.rt.block_on(self.engine.timeline(&g, query)) {
@@ -1405,6 +1406,7 @@ impl Play<'_> {
             cursor: None,
             include_superseded: true,
             as_of: None,
+            mark_stale: false,
         };
         match self
             .rt
