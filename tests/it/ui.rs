@@ -5,7 +5,8 @@
 //! to the event's history), delete and erasure confirmed in a dialog with their receipts,
 //! recall's bars scaled to the best hit with idle signals folded, approving a pending review,
 //! the audit trail; and the timeline of 10,000 events. Screenshots of the timeline at 10 and
-//! at 10,000 events are saved to `docs/images/`.
+//! at 10,000 events are saved to `docs/images/` with `EPISODIC_UPDATE_SCREENSHOTS=1` (else
+//! under the target directory).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -484,12 +485,18 @@ const REMOVED_HAS: &str = "const [kind, id] = arguments;
     return !![...document.querySelectorAll(`#tl-svg g.mark.removed.${kind}`)].find(g => g.dataset.eventId === id)
         || !![...document.querySelectorAll(`#tl-svg g.cluster.removals.${kind}`)].find(g => g.dataset.eventIds.split(' ').includes(id))";
 
-/// Where the committed screenshots of the timeline go.
+/// Where the timeline's screenshots go: `docs/images/` (the README's pictures) when
+/// `EPISODIC_UPDATE_SCREENSHOTS=1`, else the target directory, so that a test run leaves the
+/// tracked pictures alone.
 fn docs_images() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("docs")
-        .join("images");
-    std::fs::create_dir_all(&dir).expect("docs/images");
+    let dir = if std::env::var_os("EPISODIC_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join("images")
+    } else {
+        screenshot_dir().join("timeline")
+    };
+    std::fs::create_dir_all(&dir).expect("screenshot directory");
     dir
 }
 
