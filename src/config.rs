@@ -129,7 +129,7 @@ pub struct ServeArgs {
     #[arg(long, env = "EPISODIC_PARTITION_MIN_VECTORS", default_value_t = crate::retrieve::PARTITION_MIN_VECTORS)]
     pub partition_min_vectors: usize,
     /// The share of partition lists a probe reads, in (0, 1].
-    #[arg(long, env = "EPISODIC_PARTITION_PROBE_SHARE", default_value_t = 0.0625)]
+    #[arg(long, env = "EPISODIC_PARTITION_PROBE_SHARE", default_value_t = crate::retrieve::PARTITION_PROBE_SHARE)]
     pub partition_probe_share: f64,
     /// A partition probe takes no further lists once those it took hold
     /// this many of the tenant's members (at least one list is read).

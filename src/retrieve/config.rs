@@ -3,7 +3,7 @@
 
 use super::codes::CODE_MIN_CANDIDATES;
 use super::cost::EXACT_CHEAP_CANDIDATES;
-use super::partition::PARTITION_PROBE_MAX_MEMBERS;
+use super::partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 
 /// The default [`RecallConfig::partition_min_vectors`]: below it no scope holds enough
 /// candidates for a probe to pay off by much (the exact path scores 16,384 in about 5 ms of
@@ -35,8 +35,8 @@ pub struct RecallConfig {
     /// fewer than k in-scope events were found).
     pub partition_probe_share: f64,
     /// With `partitioned`, a probe stops taking further lists once those it took hold this
-    /// many of the tenant's members (fewer than the probe share then): a probe of a tenant
-    /// of a million events costs what one of 260,000 does.
+    /// many of the tenant's members (fewer than the probe share then), which caps a probe's
+    /// cost for the largest tenants at the price of their recall.
     pub partition_probe_max_members: usize,
     /// With `partitioned`, partitions are built in the background once the store holds this
     /// many vectors ([`PARTITION_MIN_VECTORS`] by default).
@@ -57,7 +57,7 @@ impl Default for RecallConfig {
             hnsw_oversample: 4,
             stale_min_similarity: 0.0,
             partitioned: true,
-            partition_probe_share: 1.0 / 16.0,
+            partition_probe_share: PARTITION_PROBE_SHARE,
             partition_probe_max_members: PARTITION_PROBE_MAX_MEMBERS,
             partition_min_vectors: PARTITION_MIN_VECTORS,
             code_min_candidates: CODE_MIN_CANDIDATES,

@@ -119,3 +119,20 @@ pub(super) fn limited(actors: &[&str]) -> TenantGrant {
     .grant("reader")
     .expect("grant")
 }
+
+/// Two events of ann's on one subject (the same resources), the older `old` and the newer
+/// `new`, and bob's newer `bob` on the same resources.
+pub(super) fn stale_world() -> World {
+    let mut w = World::new(SubjectRule::default());
+    for (id, actor, at) in [
+        ("old", "ann", "2026-06-01T00:00:00Z"),
+        ("new", "ann", "2026-06-02T00:00:00Z"),
+        ("bob", "bob", "2026-06-03T00:00:00Z"),
+    ] {
+        let mut e = ev(id, actor, "s1", at, "the invoice format");
+        e.resource_refs = vec!["invoice".into()];
+        w.add(e, [1.0, 0.0, 0.0, 0.0]);
+    }
+    w.commit();
+    w
+}

@@ -41,7 +41,7 @@ pub use crate::model::request::{Cursor, RecallRequest, Scope, TimelineQuery};
 pub use crate::read::words::QueryWords;
 pub use codes::CODE_MIN_CANDIDATES;
 pub use config::{RecallConfig, PARTITION_MIN_VECTORS};
-pub use partition::PARTITION_PROBE_MAX_MEMBERS;
+pub use partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 pub use plan::VectorPath;
 pub use query::QueryRead;
 pub use respond::{Hit, RecallResponse, RecallStats};

@@ -109,29 +109,12 @@ pub(super) fn apply_staleness(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{ev, limited, whole, World};
+    use super::super::fixture::{ev, limited, stale_world, whole, World};
     use super::super::scope::visible;
     use super::*;
     use crate::auth::TenantGrant;
     use crate::model::Timestamp;
     use crate::read::SubjectRule;
-
-    /// Two events of ann's on one subject, the older at 0 and the newer at 1, and bob's
-    /// newer one on the same resources.
-    fn world() -> World {
-        let mut w = World::new(SubjectRule::default());
-        for (id, actor, at) in [
-            ("old", "ann", "2026-06-01T00:00:00Z"),
-            ("new", "ann", "2026-06-02T00:00:00Z"),
-            ("bob", "bob", "2026-06-03T00:00:00Z"),
-        ] {
-            let mut e = ev(id, actor, "s1", at, "the invoice format");
-            e.resource_refs = vec!["invoice".into()];
-            w.add(e, [1.0, 0.0, 0.0, 0.0]);
-        }
-        w.commit();
-        w
-    }
 
     fn stale_of(w: &World, grant: &TenantGrant, keep: bool) -> (Vec<u32>, HashMap<u32, String>) {
         let snap = w.snapshot();
@@ -149,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_newer_event_on_the_same_subject_makes_the_older_stale() {
-        let w = world();
+        let w = stale_world();
         let (kept, marks) = stale_of(&w, &whole(), false);
         assert_eq!(kept, vec![1, 2], "the older of ann's is dropped");
         assert!(marks.is_empty());

@@ -96,7 +96,7 @@ pub fn timeline(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{ev, limited, whole, World};
+    use super::super::fixture::{ev, limited, stale_world, whole, World};
     use super::*;
     use crate::read::SubjectRule;
     use crate::retrieve::Scope;
@@ -141,17 +141,7 @@ mod tests {
 
     #[test]
     fn stale_marks_name_the_newer_event_the_grant_may_see_on_request() {
-        let mut w = World::new(SubjectRule::default());
-        for (id, actor, at) in [
-            ("old", "ann", "2026-06-01T00:00:00Z"),
-            ("new", "ann", "2026-06-02T00:00:00Z"),
-            ("bob", "bob", "2026-06-03T00:00:00Z"),
-        ] {
-            let mut e = ev(id, actor, "s1", at, "the invoice format");
-            e.resource_refs = vec!["invoice".into()];
-            w.add(e, [1.0, 0.0, 0.0, 0.0]);
-        }
-        w.commit();
+        let w = stale_world();
         let snap = w.snapshot();
         let mut q = TimelineQuery {
             scope: Scope::default(),
