@@ -46,6 +46,12 @@ use episodic::retrieve::{RecallRequest, Scope};
 /// so that two runs, or two builds, rank every question the same way to the last tie.
 pub const READ_TIME: &str = "2026-12-01T00:00:00Z";
 
+/// The group of the development half of a dataset: knobs and signals are chosen on it.
+pub const DEV: &str = "dev";
+
+/// The group of the held-out test half of a dataset, the headline figure.
+pub const TEST: &str = "test";
+
 /// [`READ_TIME`] as a timestamp.
 fn read_time() -> episodic::model::Timestamp {
     episodic::model::Timestamp::parse(READ_TIME).expect("a valid RFC 3339 constant")
@@ -396,21 +402,21 @@ pub struct ArmReport {
 pub fn score_all<'a>(
     ks: &[usize],
     arms: &[Arm],
-    golds: impl Iterator<Item = (Option<&'a str>, &'a std::collections::HashSet<String>)>,
+    golds: impl Iterator<Item = (Vec<&'a str>, &'a std::collections::HashSet<String>)>,
     ranked: &[Ranked],
 ) -> Scored {
     let mut main = metrics::Accumulator::new(ks);
     let mut per_arm: Vec<metrics::Accumulator> =
         arms.iter().map(|_| metrics::Accumulator::new(ks)).collect();
     let (mut scored, mut skipped) = (0, 0);
-    for ((group, gold), r) in golds.zip(ranked) {
-        if main.add(group, gold, &r.ranking) {
+    for ((groups, gold), r) in golds.zip(ranked) {
+        if main.add(&groups, gold, &r.ranking) {
             scored += 1;
         } else {
             skipped += 1;
         }
         for (acc, list) in per_arm.iter_mut().zip(&r.arms) {
-            acc.add(group, gold, list);
+            acc.add(&groups, gold, list);
         }
     }
     Scored {
@@ -841,6 +847,10 @@ fn render_table(
     for k in ks {
         let _ = write!(header, "{:>9}", format!("R@{k}"));
     }
+    let ci_k = ks.iter().copied().find(|&k| k == 10).or(ks.first().copied());
+    if let Some(k) = ci_k {
+        let _ = write!(header, "{:>9}", format!("±R@{k}"));
+    }
     for k in all_ks {
         let _ = write!(header, "{:>11}", format!("all@{k}"));
     }
@@ -849,6 +859,10 @@ fn render_table(
         let mut row = format!("{name:<14}{:>7}", g.queries);
         for k in ks {
             let v = g.recall.get(k).copied().unwrap_or(f64::NAN);
+            let _ = write!(row, "{:>9.1}", v * 100.0);
+        }
+        if let Some(k) = ci_k {
+            let v = g.recall_ci95.get(&k).copied().unwrap_or(f64::NAN);
             let _ = write!(row, "{:>9.1}", v * 100.0);
         }
         for k in all_ks {

@@ -110,9 +110,26 @@ impl Report {
     }
 }
 
-/// `overall` first, then categories in code order.
+/// Conversations before this index (1–5) are the development half, the rest (6–10) the
+/// test half: knobs and signals are chosen on the first, the second is the headline.
+pub const DEV_CONVERSATIONS: usize = 5;
+
+/// The half a conversation (by its index in the file) belongs to.
+fn half_of(conversation: usize) -> &'static str {
+    if conversation < DEV_CONVERSATIONS {
+        crate::DEV
+    } else {
+        crate::TEST
+    }
+}
+
+/// `overall`, the test and development halves, then categories in code order.
 fn ordered_groups(groups: &BTreeMap<String, GroupReport>) -> Vec<(String, &GroupReport)> {
-    let mut names = vec![OVERALL.to_string()];
+    let mut names = vec![
+        OVERALL.to_string(),
+        crate::TEST.to_string(),
+        crate::DEV.to_string(),
+    ];
     names.extend(CATEGORIES.iter().map(|(_, n)| n.to_string()));
     names
         .into_iter()
@@ -357,10 +374,13 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let query = secs(t);
     crate::write_rankings(opts.rankings.as_deref(), &queries, &ranked)?;
 
-    let golds = convs
-        .iter()
-        .flat_map(|c| c.questions.iter())
-        .map(|(_, category, gold)| (*category, gold));
+    let golds = convs.iter().enumerate().flat_map(|(i, c)| {
+        c.questions.iter().map(move |(_, category, gold)| {
+            let mut groups = vec![half_of(i)];
+            groups.extend(*category);
+            (groups, gold)
+        })
+    });
     let scored = score_all(&KS, harness.arms(), golds, &ranked);
     let counts = Counts {
         conversations: convs.len(),

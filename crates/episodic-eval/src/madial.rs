@@ -86,14 +86,27 @@ impl Report {
     }
 }
 
-/// `overall` first, then users in name order.
+/// The half of the dialogue on line `index` (0-based) of `count`: the first half of the
+/// file's dialogues (ids 1–80 of 160) is the development half, the rest the test half.
+fn half_of(index: usize, count: usize) -> &'static str {
+    if index < count.div_ceil(2) {
+        crate::DEV
+    } else {
+        crate::TEST
+    }
+}
+
+/// `overall`, the test and development halves, then users in name order.
 fn overall_first(groups: &BTreeMap<String, GroupReport>) -> Vec<(String, &GroupReport)> {
-    let overall = groups.get(OVERALL).map(|g| (OVERALL.to_string(), g));
+    let first = [OVERALL, crate::TEST, crate::DEV];
+    let heads = first
+        .iter()
+        .filter_map(|n| groups.get(*n).map(|g| ((*n).to_string(), g)));
     let users = groups
         .iter()
-        .filter(|(n, _)| n.as_str() != OVERALL)
+        .filter(|(n, _)| !first.contains(&n.as_str()))
         .map(|(n, g)| (n.clone(), g));
-    overall.into_iter().chain(users).collect()
+    heads.chain(users).collect()
 }
 
 /// Reads a JSON-lines file.
@@ -242,7 +255,10 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let scored = score_all(
         &KS,
         harness.arms(),
-        golds.iter().map(|(g, gold)| (Some(g.as_str()), gold)),
+        golds
+            .iter()
+            .enumerate()
+            .map(|(i, (g, gold))| (vec![half_of(i, golds.len()), g.as_str()], gold)),
         &ranked,
     );
     counts.scored = scored.scored;

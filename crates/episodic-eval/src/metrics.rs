@@ -8,7 +8,11 @@
 //! - queries with an empty gold set are never scored (the caller counts them as skipped);
 //! - duplicate ids in a ranking count once (the first occurrence);
 //! - a group's figures are plain means over its queries, and the `overall` group holds
-//!   every scored query exactly once, so figures do not depend on query order.
+//!   every scored query exactly once, so figures do not depend on query order; a query may
+//!   also belong to several named groups (its category and its half, say);
+//! - `recall_ci95` is the half-width of a 95% bootstrap interval of a group's mean recall@k
+//!   (1,000 resamples of its queries with replacement, from a fixed seed, so a run repeats
+//!   it exactly): the noise a difference between two rankings must clear.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -69,6 +73,38 @@ pub struct GroupReport {
     pub recall_all: BTreeMap<usize, f64>,
     /// Mean hit@k, keyed by k.
     pub hit: BTreeMap<usize, f64>,
+    /// Half-width of the 95% bootstrap interval of mean recall@k, keyed by k.
+    pub recall_ci95: BTreeMap<usize, f64>,
+}
+
+/// Bootstrap resamples behind [`GroupReport::recall_ci95`].
+const BOOTSTRAP_RESAMPLES: usize = 1_000;
+
+/// The half-width of the 95% bootstrap interval of the mean of `values` (0 for fewer than
+/// two): half the distance between the 2.5th and 97.5th percentiles of the means of
+/// [`BOOTSTRAP_RESAMPLES`] resamples drawn with replacement by a fixed-seed generator.
+pub fn bootstrap_ci95(values: &[f64]) -> f64 {
+    let n = values.len();
+    if n < 2 {
+        return 0.0;
+    }
+    // xorshift64*: small, seeded, and the same on every machine.
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let mut means: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            let sum: f64 = (0..n).map(|_| values[(next() % n as u64) as usize]).sum();
+            sum / n as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((means.len() - 1) as f64 * q).round() as usize];
+    (at(0.975) - at(0.025)) / 2.0
 }
 
 #[derive(Debug, Clone, Default)]
@@ -77,6 +113,8 @@ struct Sums {
     recall: Vec<f64>,
     all: Vec<f64>,
     hit: Vec<f64>,
+    /// Each query's recall at each cut-off, for the bootstrap.
+    per_query: Vec<Vec<f64>>,
 }
 
 impl Sums {
@@ -87,6 +125,7 @@ impl Sums {
             self.hit = vec![0.0; s.hit.len()];
         }
         self.queries += 1;
+        self.per_query.push(s.recall.clone());
         for (acc, v) in self.recall.iter_mut().zip(&s.recall) {
             *acc += v;
         }
@@ -120,9 +159,9 @@ impl Accumulator {
         &self.ks
     }
 
-    /// Scores `ranked` against `gold` and adds it to `group` (when given) and to
-    /// [`OVERALL`]. Returns whether the query was scored (non-empty gold).
-    pub fn add(&mut self, group: Option<&str>, gold: &HashSet<String>, ranked: &[String]) -> bool {
+    /// Scores `ranked` against `gold` and adds it to each of `groups` and to [`OVERALL`].
+    /// Returns whether the query was scored (non-empty gold).
+    pub fn add(&mut self, groups: &[&str], gold: &HashSet<String>, ranked: &[String]) -> bool {
         let Some(score) = score_query(gold, ranked, &self.ks) else {
             return false;
         };
@@ -130,8 +169,8 @@ impl Accumulator {
             .entry(OVERALL.to_string())
             .or_default()
             .add(&score);
-        if let Some(g) = group {
-            self.groups.entry(g.to_string()).or_default().add(&score);
+        for g in groups {
+            self.groups.entry((*g).to_string()).or_default().add(&score);
         }
         true
     }
@@ -148,11 +187,21 @@ impl Accumulator {
                         .map(|(&k, sum)| (k, sum / s.queries.max(1) as f64))
                         .collect()
                 };
+                let recall_ci95 = self
+                    .ks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &k)| {
+                        let values: Vec<f64> = s.per_query.iter().map(|q| q[i]).collect();
+                        (k, bootstrap_ci95(&values))
+                    })
+                    .collect();
                 let report = GroupReport {
                     queries: s.queries,
                     recall: mean(&s.recall),
                     recall_all: mean(&s.all),
                     hit: mean(&s.hit),
+                    recall_ci95,
                 };
                 (name.clone(), report)
             })
@@ -186,13 +235,29 @@ mod tests {
     #[test]
     fn accumulator_means_per_group_and_overall() {
         let mut acc = Accumulator::new(&[1]);
-        assert!(acc.add(Some("x"), &set(&["a"]), &list(&["a"])));
-        assert!(acc.add(Some("y"), &set(&["a"]), &list(&["b"])));
-        assert!(!acc.add(Some("y"), &set(&[]), &list(&["b"])));
+        assert!(acc.add(&["x", "dev"], &set(&["a"]), &list(&["a"])));
+        assert!(acc.add(&["y", "dev"], &set(&["a"]), &list(&["b"])));
+        assert!(!acc.add(&["y"], &set(&[]), &list(&["b"])));
         let r = acc.report();
         assert_eq!(r[OVERALL].queries, 2);
         assert_eq!(r[OVERALL].recall[&1], 0.5);
         assert_eq!(r["x"].recall[&1], 1.0);
         assert_eq!(r["y"].recall[&1], 0.0);
+        assert_eq!(r["dev"].queries, 2, "a query counts in each of its groups");
+        assert_eq!(r["dev"].recall[&1], 0.5);
+    }
+
+    #[test]
+    fn the_bootstrap_interval_shrinks_with_more_queries_and_is_zero_without_spread() {
+        assert_eq!(bootstrap_ci95(&[1.0; 50]), 0.0);
+        assert_eq!(bootstrap_ci95(&[0.3]), 0.0);
+        let half: Vec<f64> = (0..100).map(|i| f64::from(i % 2)).collect();
+        let ci = bootstrap_ci95(&half);
+        // Binomial: 1.96 * sqrt(0.25 / 100) = 0.098.
+        assert!((0.08..0.12).contains(&ci), "{ci}");
+        let more: Vec<f64> = (0..1600).map(|i| f64::from(i % 2)).collect();
+        let narrow = bootstrap_ci95(&more);
+        assert!(narrow < ci / 3.0, "{narrow} against {ci}");
+        assert_eq!(ci, bootstrap_ci95(&half), "the same every run");
     }
 }
