@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Side-by-side filtered-recall comparison: Episodic vs qdrant-edge vs pgvector vs exact.
+"""Side-by-side filtered-recall comparison: Episodic vs qdrant-edge vs pgvector vs Chroma vs
+exact.
 
 Loads the corpus written by `cargo bench --bench grid -- gen` (same vectors, same scope
 attributes, same queries and filters), builds each peer, starts Episodic's `serve` mode as a
@@ -170,6 +171,72 @@ class Qdrant:
 
     def query(self, req):
         return [int(p.id) for p in self.shard.query(req)]
+
+
+class Chroma:
+    """Chroma (the chromadb package, embedded: a PersistentClient in this process): one
+    collection, ids = event index as strings, int metadata tenant/actor/type/project, HNSW in
+    cosine space (max_neighbors=16, ef_construction=100, ef_search = --ef); filters as a
+    `where` clause."""
+    name = "chroma"
+
+    def __init__(self, c: Corpus, workdir: Path, ef: int):
+        import chromadb
+        from chromadb.config import Settings
+        path = workdir / f"chroma-n{c.n}"
+        ready = workdir / f"chroma-n{c.n}.ready"
+        t0 = time.time()
+        self.build_s = None
+        if not ready.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        self.db = chromadb.PersistentClient(
+            path=str(path), settings=Settings(anonymized_telemetry=False))
+        if ready.exists():
+            self.col = self.db.get_collection("grid", embedding_function=None)
+            if self.col.configuration["hnsw"]["ef_search"] != ef:
+                # ef_search is the one HNSW parameter Chroma lets an existing collection change;
+                # it is read when the index loads (the first query), so set it before any.
+                self.col.modify(configuration={"hnsw": {"ef_search": ef}})
+            print(f"chroma: loaded {path} (ef_search"
+                  f" {self.col.configuration['hnsw']['ef_search']})", file=sys.stderr)
+            return
+        # embedding_function=None: the vectors are given, no model is loaded.
+        self.col = self.db.create_collection(
+            "grid", embedding_function=None,
+            configuration={"hnsw": {"space": "cosine", "max_neighbors": 16,
+                                    "ef_construction": 100, "ef_search": ef}})
+        B = min(self.db.get_max_batch_size(), 5000)
+        for s in range(0, c.n, B):
+            e = min(c.n, s + B)
+            self.col.add(
+                ids=[str(i) for i in range(s, e)],
+                embeddings=c.vectors[s:e],
+                metadatas=[{"tenant": int(a[0]), "actor": int(a[1]), "type": int(a[2]),
+                            "project": int(a[3])} for a in c.attrs[s:e]])
+        if self.col.count() != c.n:
+            raise RuntimeError(f"chroma holds {self.col.count()} of {c.n} records")
+        ready.write_text("ok")
+        self.build_s = time.time() - t0
+        print(f"chroma: built {c.n} records in {self.build_s:.1f}s (batch {B})",
+              file=sys.stderr)
+
+    @staticmethod
+    def where(gq):
+        clauses = [{"tenant": gq["tenant"]}]
+        for key, field in (("actors", "actor"), ("types", "type"), ("projects", "project")):
+            vals = gq[key]
+            if len(vals) == 1:
+                clauses.append({field: vals[0]})
+            elif vals:
+                clauses.append({field: {"$in": list(vals)}})
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def prepare(self, row):
+        return [(self_c.queries[qi], self.where(gq)) for qi, gq in enumerate(row["queries"])]
+
+    def query(self, p):
+        r = self.col.query(query_embeddings=[p[0]], n_results=K, where=p[1], include=[])
+        return [int(x) for x in r["ids"][0]]
 
 
 class SystemPostgres:
@@ -432,6 +499,8 @@ def main():
         systems.append(Qdrant(c, work, args.ef))
     if "pgvector" in wanted:
         systems.append(Pgvector(c, work, args.ef))
+    if "chroma" in wanted:
+        systems.append(Chroma(c, work, args.ef))
     if "exact" in wanted:
         systems.append(Exact(c))
     rows = [r for r in c.rows if not args.rows or r["name"] in args.rows.split(",")]
@@ -490,6 +559,9 @@ def main():
     doc = {"n": c.n, "queries_per_row": len(c.rows[0]["queries"]), "rounds": args.rounds,
            "ef": args.ef, "loadavg_start": load1, "loadavg_end": os.getloadavg()[0],
            "cpus": os.cpu_count(), "rows": results}
+    built = {s.name: s.build_s for s in systems if getattr(s, "build_s", None) is not None}
+    if built:
+        doc["build_s"] = built
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print_table(doc)
 

