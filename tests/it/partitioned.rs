@@ -1,6 +1,7 @@
-//! Partitioned recall (opt-in): broad scopes are answered from the partition lists nearest
-//! the query; the answer stays in scope and visible, finds events written after the
-//! partitions were built, forgets deleted ones, and stays close to the exact answer.
+//! Partitioned recall, the planner's choice for broad scopes of a large store: broad scopes
+//! are answered from the partition lists nearest the query; the answer stays in scope and
+//! visible, finds events written after the partitions were built, forgets deleted ones, and
+//! stays close to the exact answer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -511,4 +512,60 @@ async fn members_superseded_or_deleted_after_the_build_are_read_as_they_are_now(
         "unchanged members are still read"
     );
     e.shutdown().await;
+}
+
+/// With the default recall configuration (only the build threshold lowered, so that the test
+/// writes 3,000 events rather than 16,384): partitions are built in the background without
+/// any flag, a tenant-wide scope above the exact floor takes them because the cost model
+/// expects them to be cheaper, and says it is approximate; a scope under the floor and a
+/// request with `exact: true` are answered exactly.
+#[tokio::test]
+async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they_pay() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = EngineConfig::new(dir.path().to_path_buf());
+    let defaults = c.recall.clone();
+    assert!(defaults.partitioned, "partitions are on by default");
+    assert_eq!(defaults.exact_max_candidates, 2_048);
+    assert_eq!(defaults.partition_min_vectors, 16_384);
+    assert_eq!(defaults.partition_probe_share, 0.625);
+    c.recall.partition_min_vectors = 3_000;
+    let e = Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine");
+    let mut rng = StdRng::seed_from_u64(31);
+    let centres = centres(&mut rng);
+    let solo = TenantGrant::internal("solo", "test");
+    for i in 0..3_000 {
+        let vector = near(&mut rng, &centres[i % centres.len()]);
+        let actor = format!("a{}", i % 4);
+        e.write_embedded(&solo, crate::common::input(&body(i, &actor)), vector, false)
+            .await
+            .expect("write");
+    }
+    wait_for_partitions(&e, 3_000).await;
+    e.refresh().await.expect("refresh");
+    let v = near(&mut rng, &centres[0]);
+    let broad = e
+        .recall_with_vector(&solo, &request(Scope::default()), &v)
+        .expect("recall");
+    assert_eq!(
+        (broad.stats.path, broad.stats.exact, broad.results.len()),
+        (VectorPath::Partition, false, 10),
+        "3,000 in scope, over the floor: the probe costs less"
+    );
+    let one_actor = Scope {
+        actor_ids: vec!["a1".into()],
+        ..Scope::default()
+    };
+    let narrow = e
+        .recall_with_vector(&solo, &request(one_actor), &v)
+        .expect("recall");
+    assert_eq!(
+        (narrow.stats.path, narrow.stats.exact),
+        (VectorPath::Exact, true),
+        "750 in scope, under the floor"
+    );
+    let mut forced = request(Scope::default());
+    forced.exact = true;
+    let x = e.recall_with_vector(&solo, &forced, &v).expect("recall");
+    assert_eq!((x.stats.path, x.stats.exact), (VectorPath::Exact, true));
+    assert_eq!(x.stats.candidates, 3_000);
 }

@@ -681,7 +681,10 @@ impl Harness {
         if stored != docs.len() {
             bail!("{} events written but {stored} stored", docs.len());
         }
-        if self.engine.config().recall.partitioned {
+        let recall = &self.engine.config().recall;
+        // Partitions are built only from `partition_min_vectors` on (an eval with
+        // `--partition-probe-share` lowers it to its corpus size).
+        if recall.partitioned && docs.len() >= recall.partition_min_vectors {
             self.wait_for_partitions(docs.len())?;
         }
         Ok(embed_secs)
@@ -847,7 +850,11 @@ fn render_table(
     for k in ks {
         let _ = write!(header, "{:>9}", format!("R@{k}"));
     }
-    let ci_k = ks.iter().copied().find(|&k| k == 10).or(ks.first().copied());
+    let ci_k = ks
+        .iter()
+        .copied()
+        .find(|&k| k == 10)
+        .or(ks.first().copied());
     if let Some(k) = ci_k {
         let _ = write!(header, "{:>9}", format!("±R@{k}"));
     }
