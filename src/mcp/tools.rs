@@ -552,7 +552,9 @@ fn describe(tool: Tool) -> Description {
                  eventType, from and to (RFC 3339 bounds on occurredAt); limit 1-500 (default \
                  50). Needs the reader role. Returns events, oldest first, and nextCursor: pass \
                  it back as cursor for the next page (absent on the last one). Corrected events \
-                 are hidden unless includeSuperseded is true.",
+                 are hidden unless includeSuperseded is true. With markStale true, staleBy maps \
+                 each listed event that a newer event on the same subject makes stale to that \
+                 newer event's id, as recall would judge it.",
             input: json!({
                 "type": "object",
                 "properties": {
@@ -564,6 +566,7 @@ fn describe(tool: Tool) -> Description {
                     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "description": "Page size (default 50)."},
                     "cursor": {"type": "string", "description": "nextCursor of the previous page."},
                     "includeSuperseded": {"type": "boolean", "description": "Also list corrected (superseded) events."},
+                    "markStale": {"type": "boolean", "description": "Also return staleBy: stale event id -> the newer event's id."},
                     "asOf": {"type": "string", "format": "date-time", "description": "Answer as memory stood at this recorded time, RFC 3339."}
                 },
                 "additionalProperties": false
@@ -682,8 +685,15 @@ mod tests {
 
     #[test]
     fn timeline_arguments_become_query_parameters() {
-        let p = query_params(&json!({"limit": 5, "includeSuperseded": true, "actorId": "u"}))
-            .expect("params");
+        let p = query_params(
+            &json!({"limit": 5, "includeSuperseded": true, "actorId": "u", "markStale": true}),
+        )
+        .expect("params");
+        assert_eq!(p["markStale"], "true");
+        assert!(
+            TimelineQuery::parse(&p).expect("parsed").mark_stale,
+            "the timeline tool passes markStale on"
+        );
         assert_eq!(p["limit"], "5");
         assert_eq!(p["includeSuperseded"], "true");
         assert_eq!(p["actorId"], "u");
