@@ -823,25 +823,38 @@ pub(crate) fn render_arms<'a>(
     ks: &[usize],
     all_ks: &[usize],
 ) -> String {
+    let arms = ablation.unwrap_or_default();
     let mut out = render_table(
         "default ranking (dense + BM25 + actor names + episode context and best + dates + question penalty, with priors)",
         &order(ranking),
         ks,
         all_ks,
+        arms.last().map(|a| &a.groups),
     );
-    for arm in ablation.unwrap_or_default() {
+    for (i, arm) in arms.iter().enumerate() {
         let title = format!("ablation arm: {}", arm.name);
-        out.push_str(&render_table(&title, &order(&arm.groups), ks, all_ks));
+        let before = i.checked_sub(1).map(|j| &arms[j].groups);
+        out.push_str(&render_table(
+            &title,
+            &order(&arm.groups),
+            ks,
+            all_ks,
+            before,
+        ));
     }
     out
 }
 
-/// Renders a table: one row per group, one column per `(label, k)`.
+/// Renders a table: one row per group, one column per `(label, k)`, the 95% bootstrap
+/// half-width of R@10 (or of the first cut-off) and, given the ranking `before` this one
+/// (the arm with one signal fewer), the paired difference from it at that cut-off with its
+/// own 95% half-width: what the added signal lifts, against its noise.
 fn render_table(
     title: &str,
     groups: &[(String, &metrics::GroupReport)],
     ks: &[usize],
     all_ks: &[usize],
+    before: Option<&std::collections::BTreeMap<String, metrics::GroupReport>>,
 ) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -850,16 +863,19 @@ fn render_table(
     for k in ks {
         let _ = write!(header, "{:>9}", format!("R@{k}"));
     }
-    let ci_k = ks
+    let ci_at = ks
         .iter()
-        .copied()
-        .find(|&k| k == 10)
-        .or(ks.first().copied());
+        .position(|&k| k == 10)
+        .or((!ks.is_empty()).then_some(0));
+    let ci_k = ci_at.map(|i| ks[i]);
     if let Some(k) = ci_k {
         let _ = write!(header, "{:>9}", format!("±R@{k}"));
     }
     for k in all_ks {
         let _ = write!(header, "{:>11}", format!("all@{k}"));
+    }
+    if let (Some(k), Some(_)) = (ci_k, before) {
+        let _ = write!(header, "{:>15}", format!("ΔR@{k} paired"));
     }
     let _ = writeln!(s, "{header}");
     for (name, g) in groups {
@@ -875,6 +891,13 @@ fn render_table(
         for k in all_ks {
             let v = g.recall_all.get(k).copied().unwrap_or(f64::NAN);
             let _ = write!(row, "{:>11.1}", v * 100.0);
+        }
+        let paired = ci_at
+            .zip(before.and_then(|b| b.get(name)))
+            .and_then(|(at, b)| metrics::paired_difference(g, b, at));
+        if let Some((mean, half)) = paired {
+            let cell = format!("{:+.1}±{:.1}", mean * 100.0, half * 100.0);
+            let _ = write!(row, "{cell:>15}");
         }
         let _ = writeln!(s, "{row}");
     }

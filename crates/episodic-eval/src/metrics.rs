@@ -75,6 +75,28 @@ pub struct GroupReport {
     pub hit: BTreeMap<usize, f64>,
     /// Half-width of the 95% bootstrap interval of mean recall@k, keyed by k.
     pub recall_ci95: BTreeMap<usize, f64>,
+    /// Each query's recall at each cut-off (in the cut-offs' order), in the order queries
+    /// were added: two rankings of the same queries line up for a paired comparison.
+    #[serde(skip)]
+    pub per_query: Vec<Vec<f64>>,
+}
+
+/// The mean difference `a - b` of recall at cut-off position `at` between two rankings of
+/// the same queries, and the half-width of its 95% bootstrap interval (resampling queries,
+/// so each query's two rankings stay paired). `None` unless both hold the same number of
+/// queries.
+pub fn paired_difference(a: &GroupReport, b: &GroupReport, at: usize) -> Option<(f64, f64)> {
+    if a.per_query.len() != b.per_query.len() || a.per_query.is_empty() {
+        return None;
+    }
+    let diffs: Vec<f64> = a
+        .per_query
+        .iter()
+        .zip(&b.per_query)
+        .map(|(x, y)| x.get(at).copied().unwrap_or(0.0) - y.get(at).copied().unwrap_or(0.0))
+        .collect();
+    let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+    Some((mean, bootstrap_ci95(&diffs)))
 }
 
 /// Bootstrap resamples behind [`GroupReport::recall_ci95`].
@@ -202,6 +224,7 @@ impl Accumulator {
                     recall_all: mean(&s.all),
                     hit: mean(&s.hit),
                     recall_ci95,
+                    per_query: s.per_query.clone(),
                 };
                 (name.clone(), report)
             })
@@ -259,5 +282,27 @@ mod tests {
         let narrow = bootstrap_ci95(&more);
         assert!(narrow < ci / 3.0, "{narrow} against {ci}");
         assert_eq!(ci, bootstrap_ci95(&half), "the same every run");
+    }
+
+    #[test]
+    fn a_paired_difference_is_narrower_than_the_groups_own_intervals() {
+        // Two rankings that agree on most queries and differ on one in ten.
+        let (mut a, mut b) = (Accumulator::new(&[1]), Accumulator::new(&[1]));
+        for i in 0..200 {
+            let gold = set(&["g"]);
+            let hit = list(&["g"]);
+            let miss = list(&["x"]);
+            let shared = if i % 2 == 0 { &hit } else { &miss };
+            a.add(&[], &gold, if i % 10 == 1 { &hit } else { shared });
+            b.add(&[], &gold, shared);
+        }
+        let (ra, rb) = (a.report(), b.report());
+        let (mean, ci) = paired_difference(&ra[OVERALL], &rb[OVERALL], 0).expect("paired");
+        assert!((mean - 0.1).abs() < 1e-9, "{mean}");
+        assert!(ci > 0.0 && ci < ra[OVERALL].recall_ci95[&1], "{ci}");
+        assert!(
+            mean > ci,
+            "a lift of one in ten queries clears its noise here"
+        );
     }
 }
