@@ -4,8 +4,9 @@
 //! One worker thread owns the model calls. While it runs a batch, new texts queue up, and
 //! the next call takes them all (up to `max_batch`): under load, batches form by themselves
 //! with no added wait. The worker waits for more texts, at most `max_wait`, only when the
-//! last call it made held more than one text (requests are arriving concurrently) and the
-//! queue holds less than a full batch; an idle server, or a single client, never waits.
+//! last call it made held more than one text and the queue has not run dry since (requests
+//! are arriving concurrently), and the queue holds less than a full batch; an idle server,
+//! or a single client, never waits.
 //! The embedder sorts each call's texts by length and cuts batches where lengths diverge,
 //! so short queries are not padded to a long write's length.
 //!
@@ -32,7 +33,7 @@ type Reply = oneshot::Sender<Result<Vec<f32>, EmbedError>>;
 
 struct Queue {
     jobs: VecDeque<(String, Reply)>,
-    /// Texts in the worker's last model call.
+    /// Texts in the worker's last model call; 0 once the worker found the queue empty.
     last_batch: usize,
     /// No handle is left: the worker drains the queue and stops.
     closed: bool,
@@ -118,11 +119,6 @@ impl Coalescer {
         })
     }
 
-    /// The embedder the coalescer calls.
-    pub fn embedder(&self) -> &Arc<dyn Embedder> {
-        &self.inner.embedder
-    }
-
     /// Embeds `text`, in one model call with whatever other texts are queued.
     pub async fn embed(&self, text: String) -> Result<Vec<f32>, EmbedError> {
         let (tx, rx) = oneshot::channel();
@@ -154,6 +150,8 @@ fn work(inner: &Inner) {
                 if q.closed {
                     return;
                 }
+                // The worker went idle: the next text is not part of a burst.
+                q.last_batch = 0;
                 q = inner.arrived.wait(q).unwrap_or_else(|e| e.into_inner());
             }
             if q.last_batch > 1 && q.jobs.len() < inner.max_batch {
@@ -308,6 +306,33 @@ mod tests {
             );
         }
         assert_eq!(*model.sizes.lock().unwrap(), vec![1, 1, 1]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn after_a_burst_the_first_lone_text_on_an_idle_worker_does_not_wait() {
+        let model = slow(30, None);
+        let c = Coalescer::start(model.clone(), Duration::from_secs(5), 64).unwrap();
+        // A running call with texts queued behind it: the next call holds several.
+        let burst: Vec<_> = (0..6)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move { c.embed(format!("burst {i}")).await })
+            })
+            .collect();
+        for h in burst {
+            h.await.unwrap().unwrap();
+        }
+        assert!(
+            model.sizes.lock().unwrap().iter().any(|&s| s > 1),
+            "the burst shared a call"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        c.embed("alone".into()).await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the worker went idle, so a lone text does not wait for company"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

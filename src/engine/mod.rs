@@ -316,11 +316,6 @@ impl Engine {
         Ok((aside, vector))
     }
 
-    /// Model calls and texts the engine's embedding coalescer has made and embedded.
-    pub fn coalescer_stats(&self) -> crate::embed::CoalescerStats {
-        self.coalescer.stats()
-    }
-
     /// The grant's view of `table` now (see [`visible`]).
     fn view<'a>(&'a self, grant: &'a TenantGrant, table: &'a Table) -> Visible<'a> {
         Visible::new(grant, table, &self.shared.keyed, Timestamp::now())
