@@ -16,6 +16,11 @@
 //!   default mode, in a child process so that the resident memory is the engine's alone);
 //! * `ingest-model`: ingest with the real model: the embedder alone on a sample, then the
 //!   same sample end to end through `import` (`GRID_MODEL_SAMPLE`, default 2000);
+//! * `graph-sweep [ef ...]`: build one hnsw_rs graph over tenant 0's vectors as the engine
+//!   builds a tenant graph (parameters, parallel inserts) and print, per search width `ef`,
+//!   recall@10 against exact over the tenant and the search's p50/p99 on one thread, plain
+//!   and through a filter closure that reads a per-id array (the engine's head check);
+//!   `GRID_GRAPH_M` and `GRID_GRAPH_EF_CONSTRUCTION` change the graph's shape;
 //! * `embed-real <dir>`: embed `<dir>/texts.txt` and `<dir>/queries.txt` (one text per line,
 //!   written by `benches/real/texts.py`) with the real model into `<dir>/vectors.f32` and
 //!   `<dir>/queries.f32`, the real-model corpus `GRID_REAL=<dir>` reads.
@@ -25,16 +30,18 @@
 //! and reopen the ingested engine), `GRID_ROWS` (rows of the standalone table),
 //! `GRID_RESTART=0` (skip the restart measurement), `GRID_LARGEST` (share of the largest
 //! tenant, default 0.10; `1` gives a single-tenant corpus whose half-tenant row is 50% of all
-//! events), `GRID_EXACT=1` (every recall exact, the engine's `--exact-recall`; default: the
+//! events), `GRID_TENANTS` (the number of tenants: the others share what the largest leaves
+//! by Zipf's law; default: a geometric decay, about 100 tenants at 1M), `GRID_EXACT=1` (every recall exact, the engine's `--exact-recall`; default: the
 //! planner, which builds partitions and chooses per query; runs wait for the partitions),
 //! `GRID_PARTITION_MIN_VECTORS`, `GRID_APPROXIMATE=1` (also allow the opt-in global HNSW path),
 //! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
 //! selection), `GRID_CODE_MIN` (candidates from which scores are first bounded from the
 //! 8-bit vector codes; a huge value turns the bounding off), `GRID_PROBE_SHARE` (the share
-//! of partition lists probed) and `GRID_PROBE_MAX_MEMBERS` (the tenant members after which a
-//! probe takes no further lists).
+//! of partition lists probed), `GRID_PROBE_MAX_MEMBERS` (the tenant members after which a
+//! probe takes no further lists), `GRID_GRAPHS=0` (no per-tenant graphs),
+//! `GRID_GRAPH_MIN_VECTORS`, `GRID_GRAPH_EF` and `GRID_GRAPH_MIN_SHARE` (their knobs).
 //!
-//! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`): `vectors.f32`
+//! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`, `-t<T>` with `GRID_TENANTS`): `vectors.f32`
 //! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
 //! `queries.f32` (Q×384), `grid.json` (rows with per-query filters, match counts and exact
 //! top 10), `figures.json` (the last standalone run's measurements).
@@ -106,11 +113,39 @@ fn largest_share() -> f64 {
         .unwrap_or(0.10)
 }
 
-/// Tenant sizes: tenant 0 holds `largest_share()` (10%), tenants 1.. decay geometrically
-/// (×0.9, starting at 90% of the remaining share's tenth) down to 3 events.
+/// `GRID_TENANTS`: the number of tenants (at least 2), or `None` for the default decay.
+fn tenant_count() -> Option<usize> {
+    std::env::var("GRID_TENANTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| *t >= 2)
+}
+
+/// Tenant sizes: tenant 0 holds `largest_share()` (10%); with `GRID_TENANTS=T`, tenants
+/// 1..T share the rest by Zipf's law (tenant i's size proportional to 1/(i+1), at least
+/// one event each); otherwise tenants 1.. decay geometrically (×0.9, starting at 90% of
+/// the remaining share's tenth) down to 3 events.
 fn tenant_sizes(n: usize) -> Vec<usize> {
     let share = largest_share();
     let mut sizes = vec![((n as f64 * share + 1e-6).floor() as usize).min(n)];
+    if let Some(t) = tenant_count().filter(|_| sizes[0] < n) {
+        let rest = n - sizes[0];
+        let harmonic: f64 = (2..=t).map(|i| 1.0 / i as f64).sum();
+        sizes.extend((2..=t).map(|i| ((rest as f64 / i as f64 / harmonic) as usize).max(1)));
+        let given: usize = sizes[1..].iter().sum();
+        if given <= rest {
+            sizes[1] += rest - given;
+        } else {
+            // Only when n is too small for one event per tenant: trim from the largest.
+            let mut over = given - rest;
+            for s in sizes[1..].iter_mut() {
+                let cut = over.min(*s - 1);
+                *s -= cut;
+                over -= cut;
+            }
+        }
+        return sizes;
+    }
     let mut next = n as f64 * (1.0 - share) * 0.1;
     let mut rest = n - sizes[0];
     while rest > 0 && next >= 3.0 {
@@ -445,6 +480,9 @@ fn grid_dir(n: usize) -> PathBuf {
     } else {
         format!("n{n}-largest{}", pct(l).trim_end_matches('%'))
     };
+    if let Some(t) = tenant_count() {
+        name.push_str(&format!("-t{t}"));
+    }
     if real_source().is_some() {
         name.push_str("-real");
     }
@@ -524,17 +562,37 @@ fn engine_config(dir: &Path) -> EngineConfig {
     if let Some(v) = knob("GRID_PROBE_MAX_MEMBERS") {
         config.recall.partition_probe_max_members = v as usize;
     }
+    if knob("GRID_GRAPHS").is_some_and(|v| v == 0.0) {
+        config.recall.graphs = false;
+    }
+    if let Some(v) = knob("GRID_GRAPH_MIN_VECTORS") {
+        config.recall.graph_min_vectors = v as usize;
+    }
+    if let Some(v) = knob("GRID_GRAPH_EF") {
+        config.recall.graph_ef = v as usize;
+    }
+    if let Some(v) = knob("GRID_GRAPH_MIN_SHARE") {
+        config.recall.graph_min_share = v;
+    }
     config
 }
 
-/// Waits until every sealed vector chunk has its 8-bit codes and, with partitioned recall,
-/// the vector partitions are built (both in the background after a start); returns the
-/// seconds waited.
+/// Waits until every sealed vector chunk has its 8-bit codes, with partitioned recall until
+/// the vector partitions are built, and with tenant graphs until they cover every event
+/// (all in the background after a start); returns the seconds waited.
 fn wait_for_codes(engine: &Engine) -> f64 {
     let started = Instant::now();
     let recall = engine_config(Path::new(".")).recall;
-    let partitions = recall.partitioned && engine.stats().events >= recall.partition_min_vectors;
-    while !engine.vectors_coded() || (partitions && engine.stats().partitioned == 0) {
+    let events = engine.stats().events;
+    let partitions = recall.partitioned && events >= recall.partition_min_vectors;
+    let graphs = recall.graphs && events >= recall.graph_min_vectors;
+    let pending = || {
+        let s = engine.stats();
+        !engine.vectors_coded()
+            || (partitions && s.partitioned == 0)
+            || (graphs && s.graphs_upto + episodic::engine::GRAPH_BATCH <= events)
+    };
+    while pending() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     started.elapsed().as_secs_f64()
@@ -959,6 +1017,10 @@ fn main() {
         println!("{}", grid_dir(n).display());
         return;
     }
+    if mode == "graph-sweep" {
+        graph_sweep(&c, &args[1..]);
+        return;
+    }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let tmp = tempfile::tempdir().expect("tmp");
     let (mut engine, engine_dir, ingest_figures) = open_or_ingest(&rt, &c, tmp.path());
@@ -1238,6 +1300,80 @@ fn embed_real(dir: &Path) {
             "{output}: {} vectors, {:.1} texts/s",
             lines.len(),
             lines.len() as f64 / started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// `graph-sweep [ef ...]`: see the module docs.
+fn graph_sweep(c: &Corpus, efs: &[String]) {
+    use episodic::engine::{GRAPH_EF_CONSTRUCTION, GRAPH_M};
+    use episodic::index::vector::{HnswIndex, HnswParams};
+    let docs: Vec<u32> = (0..c.n as u32)
+        .filter(|d| c.attrs[*d as usize][0] == 0)
+        .collect();
+    let knob = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (m, ef_construction) = (
+        knob("GRID_GRAPH_M", GRAPH_M),
+        knob("GRID_GRAPH_EF_CONSTRUCTION", GRAPH_EF_CONSTRUCTION),
+    );
+    let graph = HnswIndex::new(HnswParams {
+        m,
+        ef_construction,
+        ef_search: ef_construction,
+        max_elements: docs.len() * 2,
+    });
+    let started = Instant::now();
+    let items: Vec<(u32, &[f32])> = docs
+        .iter()
+        .map(|&d| (d, &c.vectors[d as usize * DIM..(d as usize + 1) * DIM]))
+        .collect();
+    graph.insert_batch(&items).expect("insert");
+    let build_s = started.elapsed().as_secs_f64();
+    println!(
+        "tenant 0: {} vectors, graph built in {build_s:.1}s (m {m}, ef_construction {ef_construction})",
+        docs.len()
+    );
+    let row = &c.meta.rows[0];
+    let tenant: Vec<u32> = c.attrs.iter().map(|a| u32::from(a[0])).collect();
+    let efs: Vec<usize> = if efs.is_empty() {
+        vec![32, 64, 96, 128, 160, 200, 256, 384]
+    } else {
+        efs.iter().filter_map(|e| e.parse().ok()).collect()
+    };
+    println!(
+        "{:>5} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "ef", "recall", "p50 us", "p99 us", "filt p50", "filt p99"
+    );
+    for ef in efs {
+        let (mut plain, mut filtered, mut found) = (Vec::new(), Vec::new(), 0usize);
+        for (qi, gq) in row.queries.iter().enumerate() {
+            let qv = &c.queries[qi * DIM..(qi + 1) * DIM];
+            let t = Instant::now();
+            let hits = graph.search(qv, ef, ef);
+            plain.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            let kept = graph.search_where(qv, ef, ef, |d| tenant.get(d as usize) == Some(&0));
+            filtered.push(t.elapsed().as_secs_f64() * 1e6);
+            assert_eq!(kept.len(), hits.len());
+            let top: HashSet<u32> = hits.iter().take(K).map(|h| h.0).collect();
+            found += gq.truth.iter().filter(|(d, _)| top.contains(d)).count();
+        }
+        let p = |v: &mut Vec<f64>, q: f64| {
+            v.sort_by(f64::total_cmp);
+            v[((v.len() as f64 - 1.0) * q).round() as usize]
+        };
+        println!(
+            "{ef:>5} {:>8.4} {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
+            found as f64 / (row.queries.len() * K) as f64,
+            p(&mut plain, 0.5),
+            p(&mut plain, 0.99),
+            p(&mut filtered, 0.5),
+            p(&mut filtered, 0.99)
         );
     }
 }

@@ -135,6 +135,20 @@ pub struct ServeArgs {
     /// this many of the tenant's members (at least one list is read).
     #[arg(long, env = "EPISODIC_PARTITION_PROBE_MAX_MEMBERS", default_value_t = crate::retrieve::PARTITION_PROBE_MAX_MEMBERS)]
     pub partition_probe_max_members: usize,
+    /// A tenant gets its own HNSW graph, built and extended in the background, once it holds
+    /// this many vectors.
+    #[arg(long, env = "EPISODIC_GRAPH_MIN_VECTORS", default_value_t = crate::retrieve::GRAPH_MIN_VECTORS)]
+    pub graph_min_vectors: usize,
+    /// The candidate list width of a tenant graph search (higher: better recall, slower).
+    #[arg(long, env = "EPISODIC_GRAPH_EF", default_value_t = crate::retrieve::GRAPH_EF)]
+    pub graph_ef: usize,
+    /// A scope narrower than this share of its tenant, in (0, 1], is not searched in the
+    /// tenant's graph.
+    #[arg(long, env = "EPISODIC_GRAPH_MIN_SHARE", default_value_t = crate::retrieve::GRAPH_MIN_SHARE)]
+    pub graph_min_share: f64,
+    /// No per-tenant graphs: broad scopes are served by the partition lists or exactly.
+    #[arg(long, env = "EPISODIC_NO_TENANT_GRAPHS")]
+    pub no_tenant_graphs: bool,
     /// Scope index refresh interval in milliseconds (fresh events are recallable at once regardless).
     #[arg(long, env = "EPISODIC_REFRESH_MS", default_value_t = 500)]
     pub refresh_ms: u64,
@@ -356,6 +370,18 @@ impl ServeArgs {
         c.recall.partition(self.partition_probe_share)?;
         c.recall.partition_probe_max_members = self.partition_probe_max_members;
         c.recall.partition_min_vectors = self.partition_min_vectors;
+        anyhow::ensure!(
+            self.graph_min_share > 0.0 && self.graph_min_share <= 1.0,
+            "--graph-min-share must lie in (0, 1]"
+        );
+        anyhow::ensure!(
+            (1..=4096).contains(&self.graph_ef),
+            "--graph-ef must lie in 1..=4096"
+        );
+        c.recall.graphs = !self.no_tenant_graphs;
+        c.recall.graph_min_vectors = self.graph_min_vectors;
+        c.recall.graph_ef = self.graph_ef;
+        c.recall.graph_min_share = self.graph_min_share;
         if self.exact_recall {
             c.recall.exact_only();
         }

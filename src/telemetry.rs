@@ -232,6 +232,10 @@ pub struct EngineGauges {
     pub events: usize,
     /// Vectors in the HNSW graph.
     pub hnsw_vectors: usize,
+    /// Tenants with their own HNSW graph.
+    pub tenant_graphs: usize,
+    /// Points held by the tenant graphs.
+    pub tenant_graph_points: usize,
     /// Whether the scope index is behind the log after a failed commit.
     pub scope_degraded: bool,
     /// Bytes on disk by store (`log`, `audit`, `scope_index`, `hnsw_index`).
@@ -255,6 +259,18 @@ fn engine_gauges(g: &EngineGauges) -> String {
         "episodic_hnsw_vectors",
         "vectors in the HNSW graph",
         g.hnsw_vectors as f64,
+    );
+    gauge(
+        &mut s,
+        "episodic_tenant_graphs",
+        "tenants with their own HNSW graph",
+        g.tenant_graphs as f64,
+    );
+    gauge(
+        &mut s,
+        "episodic_tenant_graph_points",
+        "points held by the tenant graphs",
+        g.tenant_graph_points as f64,
     );
     gauge(
         &mut s,

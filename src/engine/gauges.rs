@@ -13,6 +13,8 @@ impl Engine {
         EngineGauges {
             events: stats.events,
             hnsw_vectors: stats.hnsw_len,
+            tenant_graphs: stats.tenant_graphs,
+            tenant_graph_points: stats.graph_points,
             scope_degraded: self.scope_health().degraded().is_some(),
             storage: vec![
                 ("log", parent(&paths.log)),

@@ -28,6 +28,7 @@ mod draft;
 mod error;
 mod export;
 mod gauges;
+mod graphs;
 mod import;
 mod logged;
 mod moving;
@@ -52,6 +53,7 @@ pub use crate::read::SubjectRule;
 pub use backup::{restore, verify_backup, BackupError, BackupFile, BackupReport, RestoreReport};
 pub use error::Error;
 pub use export::{ExportSnapshot, ExportedEvent};
+pub use graphs::{GRAPH_BATCH, GRAPH_EF_CONSTRUCTION, GRAPH_M};
 pub use import::{ImportLine, ImportedBatch, LineResult};
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
@@ -189,6 +191,13 @@ pub struct EngineStats {
     pub scope_docs: u64,
     /// Ids covered by the vector partitions (0 when none are built).
     pub partitioned: usize,
+    /// Tenants with their own HNSW graph.
+    pub tenant_graphs: usize,
+    /// Points held by the tenant graphs.
+    pub graph_points: usize,
+    /// Ids below this are in their tenant's graph when it has one (see
+    /// [`crate::read::TenantGraphs`]).
+    pub graphs_upto: usize,
 }
 
 /// The engine handle; cheap to clone.
@@ -232,6 +241,7 @@ impl Engine {
 
     /// Current counters.
     pub fn stats(&self) -> EngineStats {
+        let graphs = self.shared.graphs.load();
         EngineStats {
             events: self.shared.table.read().live(),
             hnsw_len: self.shared.hnsw.load().len(),
@@ -242,6 +252,9 @@ impl Engine {
                 .load()
                 .as_ref()
                 .map_or(0, |p| p.index.upto() as usize),
+            tenant_graphs: graphs.graphs().len(),
+            graph_points: graphs.points(),
+            graphs_upto: graphs.upto() as usize,
         }
     }
 

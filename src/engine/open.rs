@@ -21,7 +21,7 @@ use super::logged::Reconciled;
 use super::recovery;
 use super::shared::{lock_data_dir, DataDirLock, Paths, Shared};
 use super::writer::{catch_up, table_fingerprint, Writer};
-use super::{partitions, Engine, EngineConfig};
+use super::{graphs, partitions, Engine, EngineConfig};
 use crate::audit::AuditAppender;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
@@ -88,6 +88,13 @@ pub(super) fn open(
             .partitioned
             .then_some(config.recall.partition_min_vectors),
         partition_building: std::sync::atomic::AtomicBool::new(false),
+        graphs: Default::default(),
+        graph_min_vectors: config
+            .recall
+            .graphs
+            .then_some(config.recall.graph_min_vectors),
+        graph_building: std::sync::atomic::AtomicBool::new(false),
+        graph_epoch: Default::default(),
         scope,
         watermark: AtomicUsize::new(0),
         scope_health: Default::default(),
@@ -143,6 +150,7 @@ pub(super) fn open(
         "engine recovered from the log"
     );
     partitions::maybe_rebuild(&shared);
+    graphs::maybe_update(&shared);
     start(shared, log, audit, config, embedder, dir_lock)
 }
 

@@ -19,7 +19,7 @@ use super::scope_health::ScopeHealth;
 use crate::audit::AuditTrail;
 use crate::index::scope::ScopeIndex;
 use crate::index::vector::{HnswIndex, VectorStore};
-use crate::read::{Partitioned, Snapshot, Table};
+use crate::read::{Partitioned, Snapshot, Table, TenantGraphs};
 
 /// Pseudo-tenant of offline maintenance: compaction reports every tenant's purged ids.
 /// It can never be a real tenant (`*` is not allowed in tenant ids).
@@ -72,6 +72,16 @@ pub struct Shared {
     pub partition_min_vectors: Option<usize>,
     /// Whether a partition build is running.
     pub partition_building: AtomicBool,
+    /// The per-tenant HNSW graphs of graph recall (see [`super::graphs`]); empty until a
+    /// tenant holds `graph_min_vectors` vectors, and always with graph recall off.
+    pub graphs: ArcSwap<TenantGraphs>,
+    /// With graph recall on, the tenant size from which a tenant gets a graph.
+    pub graph_min_vectors: Option<usize>,
+    /// Whether a graph update is running.
+    pub graph_building: AtomicBool,
+    /// Bumped by every reset of the graphs (compaction): an update that started before it
+    /// publishes nothing.
+    pub graph_epoch: parking_lot::Mutex<u64>,
     /// The tantivy scope index.
     pub scope: ScopeIndex,
     /// Internal ids below this are committed in `scope` (see [`super::writer`]'s scope sync).
@@ -102,6 +112,7 @@ impl Shared {
             vectors: self.vectors.load_full(),
             hnsw: self.hnsw.load_full(),
             partition: self.partition.load_full(),
+            graphs: self.graphs.load_full(),
             keyed: &self.keyed,
         }
     }

@@ -9,6 +9,7 @@
 //!   and entries (what is presented). Every path that returns events, ids, counts or audit
 //!   entries goes through one of them, and the two agree.
 //! - [`Partitioned`]: the vector partitions of partitioned recall, with their copies of heads.
+//! - [`TenantGraphs`]: the per-tenant HNSW graphs of graph recall.
 //! - [`Snapshot`]: everything one read consults, taken once.
 //!
 //! Invariants:
@@ -24,6 +25,7 @@
 mod access;
 mod actors;
 mod entry;
+mod graphs;
 mod head;
 mod partitioned;
 mod subject;
@@ -37,6 +39,7 @@ use parking_lot::RwLockReadGuard;
 
 pub use access::{Access, View, Visibility};
 pub use entry::{Entry, Lookup, Slot, Tombstone};
+pub use graphs::TenantGraphs;
 pub use head::{Changed, Head, HeadFilter, Marks, NONE, NO_SOURCE};
 pub use partitioned::Partitioned;
 pub use subject::SubjectRule;
@@ -65,6 +68,8 @@ pub struct Snapshot<'a> {
     pub hnsw: Arc<HnswIndex>,
     /// The vector partitions, when built.
     pub partition: Option<Arc<Partitioned>>,
+    /// The per-tenant graphs (empty until a tenant is large enough for one).
+    pub graphs: Arc<TenantGraphs>,
     /// The data directory's hashing secret (keyed ids of what is presented).
     pub keyed: &'a Keyed,
 }

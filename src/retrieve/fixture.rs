@@ -86,6 +86,7 @@ impl World {
             vectors: Arc::clone(&self.vectors),
             hnsw: Arc::clone(&self.hnsw),
             partition: None,
+            graphs: Default::default(),
             keyed: &self.keyed,
         }
     }

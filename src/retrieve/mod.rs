@@ -1,7 +1,7 @@
 //! The recall pipeline and the timeline, over one [`Snapshot`] of the read model:
 //!
 //! snapshot → scope ([`scope`]: in-scope ids, visible heads) → candidates ([`plan`]: exact,
-//! partition lists or filtered HNSW, chosen in one place; [`stale`] suppression) → signals
+//! a tenant's graph, partition lists or filtered HNSW, chosen in one place; [`stale`] suppression) → signals
 //! and ranking ([`score`], with [`codes`] bounds, [`episodes`], [`lexical`] BM25) → hits and
 //! evidence ([`respond`], [`evidence`]).
 //!
@@ -11,8 +11,8 @@
 //! - the tenant from the grant and every scope filter are applied before any vector work:
 //!   the vector stage only ever sees in-scope candidates the grant may see;
 //! - by default the answer is the exact in-scope top k under the ranking function (see
-//!   [`codes`] for how large sets are bounded without changing it); a partitioned or HNSW
-//!   answer is approximate in ranking only, never in scope, and says so in `stats.path`;
+//!   [`codes`] for how large sets are bounded without changing it); a graph, partitioned or
+//!   HNSW answer is approximate in ranking only, never in scope, and says so in `stats.path`;
 //! - episode context and episode best are read from the scored set alone, so nothing out of
 //!   scope or invisible lends an event relevance; the actors a query names are its tenant's
 //!   own and within the grant ([`QueryRead`]), so any other name is an ordinary word;
@@ -25,6 +25,7 @@ mod episodes;
 pub mod evidence;
 #[cfg(test)]
 mod fixture;
+mod graph;
 mod lexical;
 mod partition;
 mod plan;
@@ -40,7 +41,9 @@ use std::time::Instant;
 pub use crate::model::request::{Cursor, RecallRequest, Scope, TimelineQuery};
 pub use crate::read::words::QueryWords;
 pub use codes::CODE_MIN_CANDIDATES;
-pub use config::{RecallConfig, PARTITION_MIN_VECTORS};
+pub use config::{
+    RecallConfig, GRAPH_EF, GRAPH_MIN_SHARE, GRAPH_MIN_VECTORS, PARTITION_MIN_VECTORS,
+};
 pub use partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 pub use plan::VectorPath;
 pub use query::QueryRead;

@@ -44,11 +44,11 @@ pub(super) const PARTITION_BY_ID_DIVISOR: usize = 4;
 /// `None` (the caller takes the exact path) unless partitioned recall is on, a partition
 /// is built, heads can decide the filter, the index counts more than
 /// `exact_max_candidates` events in scope and the probe is expected to cost less than
-/// scoring them all ([`cost`]), or when a narrow scope's probed lists hold fewer than `k`
+/// scoring them all ([`cost`]) and less than `ceiling_ns` (another source's estimate), or when a narrow scope's probed lists hold fewer than `k`
 /// of its events.
 pub(super) fn partition_scope(
     snap: &Snapshot<'_>,
-    cfg: &RecallConfig,
+    (cfg, ceiling_ns): (&RecallConfig, Option<u64>),
     access: &Access,
     in_scope: &InScope<'_>,
     (query, lexical): (&[f32], Option<&Bm25<'_>>),
@@ -75,7 +75,7 @@ pub(super) fn partition_scope(
     let (probes, probed_members) = probe_count(partition, &order, scope.tenant, cfg);
     let read_by_id = count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members;
     let probe_cost = cost::partition_ns(order.len(), probed_members, count, read_by_id);
-    if !cost::partition_pays(count, probe_cost) {
+    if !cost::partition_pays(count, probe_cost) || ceiling_ns.is_some_and(|c| probe_cost >= c) {
         return Ok(None);
     }
     let view = View::new(vis);

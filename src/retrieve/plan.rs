@@ -1,20 +1,27 @@
 //! The planner: which candidate source answers a recall, chosen in one place.
 //!
-//! A request that asks for `exact` skips 1 and 2. Sources, tried in this order:
-//! 1. the partition lists nearest the query (on by default; built in the background once
+//! A request that asks for `exact` skips 1 to 3. Sources, in this order:
+//! 1. the scope's tenant's own HNSW graph (on by default; built in the background once the
+//!    tenant holds `graph_min_vectors`), when the tenant has one, heads can decide the
+//!    filter, the index counts more than `exact_max_candidates` in scope, the scope is at
+//!    least `graph_min_share` of the tenant, the cost model expects the search to cost less
+//!    than scoring every candidate and than the partition probe of 2 (which is then taken
+//!    instead), and at least k candidates remain after stale suppression (approximate
+//!    ranking, exact scope: `path: "graph"`);
+//! 2. the partition lists nearest the query (on by default; built in the background once
 //!    the store holds `partition_min_vectors`), when a partition is built, heads can decide
 //!    the filter, the index counts more than `exact_max_candidates` in scope (by term
 //!    statistics, without listing a broad scope), the cost model ([`super::cost`]) expects
 //!    the probe to cost less than scoring every candidate, and at least k candidates remain
 //!    after stale suppression (approximate ranking, exact scope: `path: "partition"`);
-//! 2. filtered HNSW over the visible in-scope candidates, when approximate recall is on, the
+//! 3. filtered HNSW over the visible in-scope candidates, when approximate recall is on, the
 //!    scope is broad and a large enough share of all vectors, and HNSW returns a full list
 //!    (approximate: `path: "hnsw"`; a short list falls back to scoring all:
 //!    `hnsw_fallback_exact`);
-//! 3. every visible in-scope candidate (exact: `path: "exact"`), the default.
+//! 4. every visible in-scope candidate (exact: `path: "exact"`), the default.
 //!
 //! Invariant: whatever the source, every candidate passed the scope filter, the grant and
-//! the view on its head in the recall's one snapshot; only the ranking of 1 and 2 is
+//! the view on its head in the recall's one snapshot; only the ranking of 1 to 3 is
 //! approximate, and the response says which path answered.
 
 use std::collections::HashMap;
@@ -22,6 +29,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::config::RecallConfig;
+use super::graph::{graph_pick, graph_scope, GraphPick};
 use super::lexical::Bm25;
 use super::partition::partition_scope;
 use super::scope::{visible, InScope, SearchError};
@@ -43,6 +51,9 @@ pub enum VectorPath {
     /// The members of the vector partitions nearest the query (approximate; only with
     /// `partitioned` recall enabled).
     Partition,
+    /// The nearest points in the tenant's own HNSW graph (approximate; only with tenant
+    /// graphs enabled).
+    Graph,
 }
 
 impl VectorPath {
@@ -59,6 +70,7 @@ impl VectorPath {
             VectorPath::Hnsw => "hnsw",
             VectorPath::HnswFallbackExact => "hnsw_fallback_exact",
             VectorPath::Partition => "partition",
+            VectorPath::Graph => "graph",
         }
     }
 }
@@ -124,8 +136,16 @@ pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, SearchError> {
         return Ok(exact(Vec::new(), HashMap::new()));
     };
     if !p.force_exact {
-        if let Some(plan) = partitioned(p, access)? {
+        // The graph's expected cost is known before either source reads a vector: the
+        // partition lists answer only if they are expected to cost less still.
+        let graph = graph_pick(p.snap, p.config, p.in_scope, p.k)?;
+        if let Some(plan) = partitioned(p, access, graph.as_ref().map(|g| g.cost_ns))? {
             return Ok(plan);
+        }
+        if let Some(pick) = graph {
+            if let Some(plan) = graphed(p, access, &pick)? {
+                return Ok(plan);
+            }
         }
     }
     let heads = visible(p.snap, access, p.in_scope.ids()?, p.vis);
@@ -140,13 +160,40 @@ pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, SearchError> {
     Ok(plan)
 }
 
-/// The partition source's candidates, or `None` when it does not apply or, after stale
-/// suppression, holds fewer than k (only the exact path can then tell whether k exist).
-fn partitioned(p: &Planning<'_>, access: &Access) -> Result<Option<Plan>, SearchError> {
+/// The tenant graph source's candidates, or `None` when it does not apply or, after stale
+/// suppression, holds fewer than k.
+fn graphed(
+    p: &Planning<'_>,
+    access: &Access,
+    pick: &GraphPick<'_>,
+) -> Result<Option<Plan>, SearchError> {
+    let lexical = (p.rank.lexical_share > 0.0).then_some(p.bm25);
+    let found = graph_scope(p.snap, pick, access, (p.query, lexical), p.vis, p.k)?;
+    let Some(heads) = found else {
+        return Ok(None);
+    };
+    let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
+    Ok((heads.len() >= p.k).then_some(Plan {
+        path: VectorPath::Graph,
+        heads,
+        subset: None,
+        stale,
+        known: Vec::new(),
+    }))
+}
+
+/// The partition source's candidates, or `None` when it does not apply, is not expected to
+/// cost less than `ceiling_ns` (another source's estimate), or, after stale suppression,
+/// holds fewer than k (only the exact path can then tell whether k exist).
+fn partitioned(
+    p: &Planning<'_>,
+    access: &Access,
+    ceiling_ns: Option<u64>,
+) -> Result<Option<Plan>, SearchError> {
     let lexical = (p.rank.lexical_share > 0.0).then_some(p.bm25);
     let found = partition_scope(
         p.snap,
-        p.config,
+        (p.config, ceiling_ns),
         access,
         p.in_scope,
         (p.query, lexical),

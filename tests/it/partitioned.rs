@@ -533,7 +533,7 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     let mut rng = StdRng::seed_from_u64(31);
     let centres = centres(&mut rng);
     let solo = TenantGrant::internal("solo", "test");
-    for i in 0..3_000 {
+    for i in 0..6_000 {
         let vector = near(&mut rng, &centres[i % centres.len()]);
         let actor = format!("a{}", i % 4);
         e.write_embedded(&solo, crate::common::input(&body(i, &actor)), vector, false)
@@ -568,4 +568,202 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     let x = e.recall_with_vector(&solo, &forced, &v).expect("recall");
     assert_eq!((x.stats.path, x.stats.exact), (VectorPath::Exact, true));
     assert_eq!(x.stats.candidates, 3_000);
+}
+
+async fn wait_for_graphs(e: &Engine, upto: usize) {
+    let started = Instant::now();
+    while e.stats().graphs_upto < upto {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no tenant graph built: {:?}",
+            e.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The ids of a recall's results.
+fn ids(r: &RecallResponse) -> Vec<String> {
+    r.results.iter().map(|h| h.event.event_id.clone()).collect()
+}
+
+/// A tenant large enough gets its own HNSW graph in the background, with no flag (the
+/// threshold lowered from 50,000 only so that the test writes 6,000 events): a scope that
+/// is most of the tenant is answered from it and says it is approximate, its answer agrees
+/// with the exact one, events written since the graph's last update are found, deleted ones
+/// are not, a key limited to one actor sees only that actor, another tenant (without a
+/// graph) is answered exactly and sees nothing of the first, and compaction drops the
+/// graphs and builds them again.
+#[tokio::test]
+async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_scopes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = EngineConfig::new(dir.path().to_path_buf());
+    let defaults = c.recall.clone();
+    assert!(defaults.graphs, "tenant graphs are on by default");
+    assert_eq!(defaults.graph_min_vectors, 50_000);
+    // A small tenant and a narrow search, so that the cost model expects the graph to cost
+    // less than scoring 6,000 candidates (at the defaults it pays from about 20,000).
+    c.recall.graph_min_vectors = 5_000;
+    c.recall.graph_ef = 40;
+    c.recall.exact_max_candidates = 300;
+    c.rank.lexical_share = 0.0;
+    c.rank.short_lexical_share = 0.0;
+    c.rank.context_weight = 0.0;
+    c.rank.episode_weight = 0.0;
+    c.rank.actor_boost = 0.0;
+    let e = Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine");
+    let mut rng = StdRng::seed_from_u64(41);
+    let centres = centres(&mut rng);
+    let big = TenantGrant::internal("big", "test");
+    let small = TenantGrant::internal("small", "test");
+    let mut written = Vec::new();
+    for i in 0..6_000 {
+        let vector = near(&mut rng, &centres[i % centres.len()]);
+        let actor = format!("a{}", i % 4);
+        let out = e
+            .write_embedded(
+                &big,
+                crate::common::input(&body(i, &actor)),
+                vector.clone(),
+                false,
+            )
+            .await
+            .expect("write");
+        written.push((out.event.event_id, actor, vector));
+    }
+    for i in 0..300 {
+        let vector = near(&mut rng, &centres[i % centres.len()]);
+        e.write_embedded(&small, crate::common::input(&body(i, "s0")), vector, false)
+            .await
+            .expect("write");
+    }
+    // The first update runs once the store holds 5,000 vectors; those written after it
+    // are scored as the graphs' tail until a batch of them is waiting.
+    wait_for_graphs(&e, 5_000).await;
+    e.refresh().await.expect("refresh");
+    let stats = e.stats();
+    assert_eq!(stats.tenant_graphs, 1, "only the large tenant has a graph");
+    assert!(stats.graph_points >= 5_000, "{stats:?}");
+
+    let exact_of = |scope: Scope, v: &[f32]| {
+        let mut forced = request(scope);
+        forced.exact = true;
+        let r = e.recall_with_vector(&big, &forced, v).expect("recall");
+        assert_eq!((r.stats.path, r.stats.exact), (VectorPath::Exact, true));
+        ids(&r)
+    };
+    for centre in centres.iter().take(4) {
+        let v = near(&mut rng, centre);
+        let r = e
+            .recall_with_vector(&big, &request(Scope::default()), &v)
+            .expect("recall");
+        assert_eq!(
+            (r.stats.path, r.stats.exact, r.results.len()),
+            (VectorPath::Graph, false, 10),
+            "6,000 in scope, the whole tenant: its graph"
+        );
+        let truth = exact_of(Scope::default(), &v);
+        let found = ids(&r).iter().filter(|id| truth.contains(id)).count();
+        assert!(found >= 9, "recall@10 of the graph: {found}/10");
+        assert!(r.results.iter().all(|h| h.event.tenant_id == "big"));
+    }
+    let half = Scope {
+        actor_ids: vec!["a0".into(), "a1".into()],
+        ..Scope::default()
+    };
+    let v = near(&mut rng, &centres[1]);
+    // Half the tenant: the search would be twice as wide, which the cost model expects to
+    // cost more than scoring 3,000.
+    let r = e
+        .recall_with_vector(&big, &request(half.clone()), &v)
+        .expect("recall");
+    assert_eq!((r.stats.path, r.stats.exact), (VectorPath::Exact, true));
+    assert_eq!(ids(&r), exact_of(half, &v));
+    let one_actor = Scope {
+        actor_ids: vec!["a1".into()],
+        ..Scope::default()
+    };
+    let r = e
+        .recall_with_vector(&big, &request(one_actor), &v)
+        .expect("recall");
+    assert_eq!(
+        (r.stats.path, r.stats.exact),
+        (VectorPath::Exact, true),
+        "1,500 in scope: a quarter of the tenant, under the graph's share"
+    );
+
+    // Written after the graph's last update (fewer than a batch): scored as its tail.
+    let target = unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect());
+    let mut fresh = Vec::new();
+    for i in 0..10 {
+        let out = e
+            .write_embedded(
+                &big,
+                crate::common::input(&body(20_000 + i, "a2")),
+                near(&mut rng, &target),
+                false,
+            )
+            .await
+            .expect("write");
+        fresh.push(out.event.event_id);
+    }
+    let r = e
+        .recall_with_vector(&big, &request(Scope::default()), &target)
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Graph);
+    let mut got = ids(&r);
+    got.sort();
+    let mut want = fresh.clone();
+    want.sort();
+    assert_eq!(got, want, "the ten fresh events are the ten nearest");
+
+    // A deleted event is never a candidate, though the graph keeps its point.
+    let (gone, _, gone_vector) = &written[5];
+    let before = e
+        .recall_with_vector(&big, &request(Scope::default()), gone_vector)
+        .expect("recall");
+    assert_eq!(&before.results[0].event.event_id, gone);
+    e.delete(&big, gone).await.expect("delete");
+    let after = e
+        .recall_with_vector(&big, &request(Scope::default()), gone_vector)
+        .expect("recall");
+    assert_eq!(after.stats.path, VectorPath::Graph);
+    assert!(ids(&after).iter().all(|id| id != gone), "deleted");
+
+    // A key limited to one actor sees only that actor's events, from the same graph.
+    let limits = episodic::auth::Limits {
+        actor_ids: Some(["a3".to_string()].into_iter().collect()),
+        max_privacy_class: episodic::model::PrivacyClass::Internal,
+    };
+    let a3 = episodic::auth::Principal::from_parts(
+        "k".into(),
+        Some("big".into()),
+        vec!["reader".into()],
+        limits,
+    )
+    .grant("reader")
+    .expect("grant");
+    let r = e
+        .recall_with_vector(&a3, &request(Scope::default()), &v)
+        .expect("recall");
+    assert_eq!((r.stats.path, r.results.len()), (VectorPath::Graph, 10));
+    assert!(r.results.iter().all(|h| h.event.actor_id == "a3"));
+
+    // The small tenant has no graph: exact, and nothing of the large one.
+    let r = e
+        .recall_with_vector(&small, &request(Scope::default()), &v)
+        .expect("recall");
+    assert_eq!((r.stats.path, r.stats.exact), (VectorPath::Exact, true));
+    assert!(r.results.iter().all(|h| h.event.tenant_id == "small"));
+
+    // Compaction purges the deleted event's vector: the graphs are dropped and rebuilt,
+    // over every vector this time.
+    e.compact("test").await.expect("compact");
+    wait_for_graphs(&e, 6_300).await;
+    let r = e
+        .recall_with_vector(&big, &request(Scope::default()), gone_vector)
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Graph);
+    assert!(ids(&r).iter().all(|id| id != gone));
+    e.shutdown().await;
 }

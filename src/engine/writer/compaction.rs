@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::{Writer, WriterError};
 use crate::audit::{AuditAction, AuditEntry};
-use crate::engine::partitions;
 use crate::engine::shared::ALL_TENANTS;
+use crate::engine::{graphs, partitions};
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::model::Timestamp;
 use crate::read::{Slot, Tombstone};
@@ -186,6 +186,7 @@ impl Writer {
         self.shared.vectors.store(Arc::new(store));
         self.shared.hnsw.store(Arc::new(hnsw));
         partitions::reset(&self.shared);
+        graphs::reset(&self.shared);
         self.unsaved_hnsw = 1;
         Ok(live.len())
     }

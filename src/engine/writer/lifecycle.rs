@@ -14,8 +14,8 @@ use super::{apply_delete, Writer, WriterError};
 use crate::audit::{AuditAction, AuditEntry};
 use crate::auth::{roles, TenantGrant};
 use crate::engine::logged::delete_entry;
-use crate::engine::partitions;
 use crate::engine::shared::ALL_TENANTS;
+use crate::engine::{graphs, partitions};
 use crate::model::{ident, Timestamp};
 use crate::read::{Lookup, Seen, Tombstone, Visible};
 use crate::store::record::{encode, DeleteReason, DeleteRecord, Record};
@@ -280,6 +280,7 @@ impl Writer {
             self.sweep_expired();
         }
         partitions::maybe_rebuild(&self.shared);
+        graphs::maybe_update(&self.shared);
     }
 
     /// Deletes every expired live event (one record per tenant).

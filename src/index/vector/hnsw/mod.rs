@@ -223,6 +223,24 @@ impl HnswIndex {
         to_hits(found, k, Some(allow))
     }
 
+    /// Nearest `k` among ids `allow` accepts (called during the search, so it may read
+    /// state the caller holds), best first, as `(id, cosine)`. `ef` is raised to at least
+    /// `k`. May return fewer than `k` hits.
+    pub fn search_where(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        allow: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        if !self.query_ok(query, k) {
+            return Vec::new();
+        }
+        let filter = |id: &usize| u32::try_from(*id).is_ok_and(&allow);
+        let found = self.graph.search_filter(query, k, ef.max(k), Some(&filter));
+        to_hits(found, k, None)
+    }
+
     /// Nearest `k` over all points, best first, as `(id, cosine)`.
     pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Vec<(u32, f32)> {
         if !self.query_ok(query, k) {
