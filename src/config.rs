@@ -180,6 +180,12 @@ pub struct ServeArgs {
     /// 0: texts that queue up behind a running call still share the next, but none waits.
     #[arg(long, env = "EPISODIC_EMBED_MAX_WAIT_US", default_value_t = 1_000)]
     pub embed_max_wait_us: u64,
+    /// Embed each new event as `"<actor label>: <summary>"` (`on`) or its summary alone
+    /// (`off`); the label is the actor id's readable last segment (`user:dana` → `dana`),
+    /// and an opaque id (`user-1`) gives none. Changes how new vectors are made only: a
+    /// store written under the other setting should be re-embedded.
+    #[arg(long, env = "EPISODIC_EMBED_SPEAKER", default_value = "off", value_parser = ["on", "off"])]
+    pub embed_speaker: String,
     /// Time a client has to send a request head, from connecting (or from the first byte of
     /// a later request on the connection), in milliseconds; then the connection is closed.
     #[arg(long, env = "EPISODIC_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
@@ -393,6 +399,7 @@ impl ServeArgs {
             "--embed-max-wait-us must be at most 100000 (0.1 s)"
         );
         c.embed_max_wait = Duration::from_micros(self.embed_max_wait_us);
+        c.passage = crate::embed::PassageText::speaker(self.embed_speaker == "on");
         if let Some(dir) = &self.backup_dir {
             c.backup_dir = dir.clone();
         }
@@ -706,6 +713,16 @@ mod tests {
         assert_eq!(c.rank, engine.rank);
         assert_eq!(c.stale, engine.stale);
         assert_eq!(c.recall, engine.recall);
+        assert_eq!(c.passage, engine.passage);
+        let speaker = <Cli as clap::Parser>::try_parse_from(["episodic", "--embed-speaker", "on"])
+            .expect("on parses")
+            .serve
+            .engine_config()
+            .expect("valid");
+        assert!(speaker.passage.is_speaker());
+        assert!(
+            <Cli as clap::Parser>::try_parse_from(["episodic", "--embed-speaker", "yes"]).is_err()
+        );
     }
 
     #[test]

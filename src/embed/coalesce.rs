@@ -131,6 +131,30 @@ impl Coalescer {
             .map_err(|_| EmbedError::Runtime("the embedding worker stopped".into()))?
     }
 
+    /// Embeds every text of `texts` in one model call (queued together, so the worker takes
+    /// them at once unless a call is already full), with whatever other texts are queued;
+    /// one vector per text, in order.
+    pub async fn embed_all(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut replies = Vec::with_capacity(texts.len());
+        {
+            let mut q = lock(&self.inner.queue);
+            for text in texts {
+                let (tx, rx) = oneshot::channel();
+                q.jobs.push_back((text, tx));
+                replies.push(rx);
+            }
+        }
+        self.inner.arrived.notify_one();
+        let mut out = Vec::with_capacity(replies.len());
+        for rx in replies {
+            out.push(
+                rx.await
+                    .map_err(|_| EmbedError::Runtime("the embedding worker stopped".into()))??,
+            );
+        }
+        Ok(out)
+    }
+
     /// Model calls and texts so far.
     pub fn stats(&self) -> CoalescerStats {
         use std::sync::atomic::Ordering::Relaxed;
@@ -306,6 +330,21 @@ mod tests {
             );
         }
         assert_eq!(*model.sizes.lock().unwrap(), vec![1, 1, 1]);
+    }
+
+    #[tokio::test]
+    async fn texts_given_together_share_one_call_and_keep_their_order() {
+        let model = slow(0, None);
+        let c = Coalescer::start(model.clone(), Duration::from_secs(5), 64).unwrap();
+        let texts = vec!["the summary".to_string(), "dana: the summary".to_string()];
+        let got = c.embed_all(texts.clone()).await.unwrap();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        assert_eq!(got, HashingEmbedder::new().embed(&refs).unwrap());
+        assert_eq!(*model.sizes.lock().unwrap(), vec![2]);
+        let started = Instant::now();
+        c.embed("alone".into()).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(4), "no wait after");
+        assert!(c.embed_all(Vec::new()).await.unwrap().is_empty());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -305,6 +305,107 @@ mod tests {
         assert!(e.embed(&[]).expect("empty input").is_empty());
     }
 
+    /// Texts of many lengths (empty, one token, a sentence, a paragraph, past the 256-token
+    /// limit) for the batch-consistency test.
+    fn varied_texts() -> Vec<String> {
+        let paragraph = "The quarterly review covered churn, renewals, pricing changes, \
+                         the support backlog and the migration of the billing system. ";
+        vec![
+            String::new(),
+            "ok".into(),
+            "Dana: renewal reminders".into(),
+            "The customer asked for renewal notices by email instead of post.".into(),
+            "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.".into(),
+            "Wow, Mel, that's awesome! What's your best camping memory? We should go again \
+             next summer when the kids are off school."
+                .into(),
+            paragraph.repeat(3),
+            paragraph.repeat(12),
+            "Le client a demandé des rappels par courriel. 顧客はメールでの通知を希望した。".into(),
+        ]
+    }
+
+    /// The smallest cosine and the largest absolute difference of any entry between `a[i]`
+    /// and `b[i]`.
+    fn divergence(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f32, f32) {
+        let mut worst = (1.0f32, 0.0f32);
+        for (x, y) in a.iter().zip(b) {
+            worst.0 = worst.0.min(dot(x, y));
+            let diff = x
+                .iter()
+                .zip(y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0.0, f32::max);
+            worst.1 = worst.1.max(diff);
+        }
+        worst
+    }
+
+    /// A quantized model whose activation ranges are computed per batch (dynamic
+    /// quantization over the whole input tensor) gives a text a different vector beside
+    /// other texts than alone (cosine 0.87–0.97 was seen for one). all-MiniLM-L6-v2 int8
+    /// must not: each text's vector alone must equal its vector inside every kind of batch
+    /// this embedder makes (the length-sorted batches of one call, in any order, and a
+    /// single ONNX run that pads it to a long or beside an empty neighbour). Measured with
+    /// ONNX Runtime 1.24.4 on 2 intra-op threads: every entry equal bit for bit (largest
+    /// difference 0; the smallest cosine, 0.99999994, is a unit vector's rounding against
+    /// itself). The bounds sit just above: 1e-6 per entry leaves room only for a change of
+    /// summation order, and any batch dependence fails them by orders of magnitude.
+    #[test]
+    fn real_model_gives_a_text_the_same_vector_alone_and_in_any_batch() {
+        const MIN_COSINE: f32 = 0.999_999;
+        const MAX_ABS_DIFF: f32 = 1e-6;
+        let Some(e) = embedder() else { return };
+        let texts = varied_texts();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let alone: Vec<Vec<f32>> = refs
+            .iter()
+            .map(|t| e.embed(&[t]).expect("embeds").remove(0))
+            .collect();
+        let mut checks: Vec<(String, Vec<Vec<f32>>)> = Vec::new();
+        // One call: the embedder's own length-sorted batches (several ONNX runs).
+        checks.push(("one call".into(), e.embed(&refs).expect("embeds")));
+        // The same texts reversed and repeated, so batch mates and positions change.
+        let mut shuffled: Vec<&str> = refs.iter().rev().copied().collect();
+        shuffled.extend(refs.iter().copied());
+        let v = e.embed(&shuffled).expect("embeds");
+        let n = refs.len();
+        let back: Vec<Vec<f32>> = (0..n).map(|i| v[n - 1 - i].clone()).collect();
+        checks.push(("reversed call".into(), back));
+        checks.push(("repeated call".into(), v[n..].to_vec()));
+        // One ONNX run of every text: each is padded to the longest (256 tokens).
+        checks.push((
+            "single padded run".into(),
+            e.embed_batch(&refs).expect("embeds"),
+        ));
+        // Each text in one run beside the longest text only, and beside the shortest only.
+        let longest = refs[7];
+        for (name, mate) in [("beside the longest", longest), ("beside the empty", "")] {
+            let paired: Vec<Vec<f32>> = refs
+                .iter()
+                .map(|t| e.embed_batch(&[mate, t]).expect("embeds").remove(1))
+                .collect();
+            checks.push((name.into(), paired));
+        }
+        let mut worst = (1.0f32, 0.0f32);
+        for (name, vectors) in &checks {
+            assert_eq!(vectors.len(), n, "{name}");
+            let (cos, diff) = divergence(&alone, vectors);
+            eprintln!("{name}: min cosine {cos:.9}, max |diff| {diff:.3e}");
+            worst = (worst.0.min(cos), worst.1.max(diff));
+        }
+        eprintln!(
+            "worst: min cosine {:.9}, max |diff| {:.3e}",
+            worst.0, worst.1
+        );
+        assert!(
+            worst.0 >= MIN_COSINE && worst.1 <= MAX_ABS_DIFF,
+            "a text's vector depends on its batch: min cosine {}, max |diff| {}",
+            worst.0,
+            worst.1
+        );
+    }
+
     #[test]
     fn real_model_loads_twice_and_embeds_from_threads() {
         let Some(dir) = model_dir() else { return };

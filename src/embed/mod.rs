@@ -4,7 +4,8 @@
 //! searches it, goes through an [`Embedder`]. Production uses [`FastEmbedder`]
 //! (all-MiniLM-L6-v2, int8 ONNX, run by ONNX Runtime loaded from
 //! `models/files/`); unit and property tests use the deterministic
-//! [`HashingEmbedder`], which needs no model files.
+//! [`HashingEmbedder`], which needs no model files. Which text of a stored event is
+//! embedded, its summary alone or with its actor's label, is [`passage`]'s one rule.
 //!
 //! Invariants:
 //! - every vector an [`Embedder`] returns has exactly [`Embedder::dim`] entries
@@ -22,11 +23,13 @@ pub mod coalesce;
 mod fastembed;
 mod hashing;
 mod manifest;
+pub mod passage;
 
 pub use self::coalesce::{Coalescer, CoalescerStats};
 pub use self::fastembed::{FastEmbedder, DEFAULT_BATCH_SIZE, FAST_MODEL_ID};
 pub use self::hashing::{HashingEmbedder, HASHING_MODEL_ID};
 pub use self::manifest::{verify_model_dir, ManifestFile, ModelManifest, VerifiedFiles};
+pub use self::passage::{actor_label, PassageText};
 
 /// Number of dimensions of every embedding produced in this module.
 pub const EMBEDDING_DIM: usize = 384;

@@ -1,16 +1,19 @@
 //! Batch writes (`POST /v1/events:batch`): many drafts of one tenant completed and written
 //! together, each with its own result.
 //!
-//! Invariants: the batch's summaries are embedded in one model call and the privacy
-//! detectors and the classifier run once for the batch, all on the CPU pool; every item is
-//! then written through [`Engine::write_embedded`] (policy, idempotency, durability,
-//! audit, exactly as a single write), all at once, so the writer group-commits them; one
-//! item's failure never fails another; results come back in input order. Unlike a single
-//! write, a batch item the policy denies was embedded (with the others).
+//! Invariants: the batch's passages ([`Engine::passage_text`], and the summaries of items
+//! to classify whose passage differs, [`super::draft::classified_texts`]) are embedded in
+//! one model call and the privacy detectors and the classifier run once for the batch, all
+//! on the CPU pool; an item's stored vector is its passage's and its type is classified
+//! from its summary's; every item is then written through [`Engine::write_embedded`]
+//! (policy, idempotency, durability, audit, exactly as a single write), all at once, so the
+//! writer group-commits them; one item's failure never fails another; results come back in
+//! input order. Unlike a single write, a batch item the policy denies was embedded (with
+//! the others).
 
 use futures_util::future::join_all;
 
-use super::draft::{classified, detect};
+use super::draft::{classified, classified_texts, detect, split_vectors};
 use super::{Engine, Error, WriteOutcome};
 use crate::auth::TenantGrant;
 use crate::model::validate::check_derived;
@@ -30,8 +33,32 @@ impl Engine {
         }
         let summaries: Vec<String> = drafts.iter().map(|d| d.summary.clone()).collect();
         let metadata: Vec<_> = drafts.iter().map(|d| d.metadata.clone()).collect();
-        let vectors = self.embed_many(summaries.clone()).await?;
         let needs: Vec<bool> = drafts.iter().map(EventDraft::needs_event_type).collect();
+        // Each draft's passage, and the summary beside it when a draft is classified and
+        // its passage is not the summary: all in one model call.
+        let texts: Vec<Vec<String>> = drafts
+            .iter()
+            .zip(&needs)
+            .map(|(d, needs)| {
+                let passage = self.passage_text(&d.actor_id, &d.summary);
+                if *needs {
+                    classified_texts(passage, &d.summary)
+                } else {
+                    vec![passage]
+                }
+            })
+            .collect();
+        let counts: Vec<usize> = texts.iter().map(Vec::len).collect();
+        let mut flat = self
+            .embed_many(texts.into_iter().flatten().collect())
+            .await?
+            .into_iter();
+        let (vectors, vectors_for_types): (Vec<_>, Vec<_>) = counts
+            .iter()
+            .map(|&n| split_vectors(flat.by_ref().take(n).collect()))
+            .collect::<Result<Vec<_>, Error>>()?
+            .into_iter()
+            .unzip();
         let has_resources: Vec<bool> = drafts
             .iter()
             .map(|d| d.resource_refs.as_ref().is_some_and(|r| !r.is_empty()))
@@ -42,7 +69,6 @@ impl Engine {
             None
         };
         let max_bytes = self.config.limits.max_summary_bytes;
-        let vectors_for_types = vectors.clone();
         let (detected, types) = self
             .cpu
             .run(move || {

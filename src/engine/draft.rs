@@ -5,8 +5,10 @@
 //!
 //! Invariants: a draft with its event type is completed without a vector and written by
 //! [`Engine::write`] (the policy decides before anything is embedded); one without is
-//! embedded once, and that vector both classifies and is stored (so a denied write that
-//! omitted its type was embedded);
+//! embedded in one model call before the policy decides (so a denied write that omitted
+//! its type was embedded): its summary's vector classifies, its passage's
+//! ([`Engine::passage_text`]) is stored, and they are one vector, embedded once, unless
+//! the passage carries an actor label ([`classified_texts`]);
 //! detection and classification run on the CPU pool, never on an async thread; a derived
 //! event type the registry does not hold is a 422 naming `eventType` (never a silent
 //! substitute); everything else is [`Engine::write_embedded`]'s (policy, idempotency,
@@ -48,16 +50,18 @@ impl Engine {
             outcome.derived = derived;
             return Ok(outcome);
         }
-        // The type comes from the summary's vector: embed first (once), classify with it,
-        // and store it.
+        // The type comes from the summary's vector: embed first (in one model call with the
+        // passage, when that differs), classify with it, and store the passage's.
         let observer = self.observer().await?;
-        let ((detected, prepared), vector) = self
-            .embed_made(move || {
+        let passage = self.passage_text(&draft.actor_id, &summary);
+        let ((detected, prepared), vectors) = self
+            .embed_made_all(move || {
                 let prepared = prepare(&summary, limits.max_summary_bytes);
-                ((detect(&summary, &metadata), prepared), summary)
+                let texts = classified_texts(passage, &summary);
+                ((detect(&summary, &metadata), prepared), texts)
             })
             .await?;
-        let v = vector.clone();
+        let (vector, v) = split_vectors(vectors)?;
         let has_resources = draft.resource_refs.as_ref().is_some_and(|r| !r.is_empty());
         let event_type = self
             .cpu
@@ -85,6 +89,33 @@ impl Engine {
             sensitive_retention_ms: SENSITIVE_RETENTION_MS,
             now: Timestamp::now(),
         }
+    }
+}
+
+/// The texts a write that is classified embeds, in one model call: its passage (whose vector
+/// is stored) and, only when the passage is not the summary, the summary (whose vector the
+/// classifier reads; otherwise the passage's vector serves both). The classifier's
+/// prototypes are bare summaries: classifying from a speaker passage's vector lowered the
+/// observe eval's held-out type accuracy from 0.92 to 0.86–0.88 and its precision on the
+/// tuning set from 1.000 to 0.989, while the second text made a sentence's one model call
+/// take 7.7–13.4 ms instead of 3.9–7.1 ms (2 shared cores).
+pub(super) fn classified_texts(passage: String, summary: &str) -> Vec<String> {
+    if passage == summary {
+        vec![passage]
+    } else {
+        vec![passage, summary.to_string()]
+    }
+}
+
+/// The `(stored, classifier's)` vectors of the texts [`classified_texts`] gave.
+pub(super) fn split_vectors(vectors: Vec<Vec<f32>>) -> Result<(Vec<f32>, Vec<f32>), Error> {
+    let mut it = vectors.into_iter();
+    match (it.next(), it.next(), it.next()) {
+        (Some(stored), None, None) => Ok((stored.clone(), stored)),
+        (Some(stored), Some(summary), None) => Ok((stored, summary)),
+        _ => Err(Error::Internal(
+            "the embedder returned a wrong number of vectors".into(),
+        )),
     }
 }
 

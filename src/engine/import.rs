@@ -120,7 +120,7 @@ impl Engine {
         let texts: Vec<String> = waiting
             .iter()
             .filter(|w| w.vector.is_none())
-            .map(|w| w.decided.input.summary.clone())
+            .map(|w| self.passage_text(&w.decided.input.actor_id, &w.decided.input.summary))
             .collect();
         batch.embedded += texts.len();
         batch.vectors_reused += waiting.len() - texts.len();

@@ -68,7 +68,7 @@ pub use writer::{
 use crate::audit::{AuditAction, AuditEntry, AuditQuery};
 use crate::auth::TenantGrant;
 use crate::cpu::CpuPool;
-use crate::embed::Embedder;
+use crate::embed::{Embedder, PassageText};
 use crate::index::vector::HnswParams;
 use crate::model::validate::Limits;
 use crate::model::{Decision, EventStatus, StoredEvent, Timestamp};
@@ -125,6 +125,9 @@ pub struct EngineConfig {
     /// A coalescer to share instead of starting one (a cluster node's shards share the
     /// node's, over the same embedder).
     pub coalescer: Option<crate::embed::Coalescer>,
+    /// The text a stored event's vector is embedded from ([`PassageText`]: the summary
+    /// alone, or with its actor's label). Changing it changes new vectors only.
+    pub passage: PassageText,
 }
 
 impl EngineConfig {
@@ -158,6 +161,7 @@ impl EngineConfig {
             cpu_pool: None,
             embed_max_wait: crate::embed::coalesce::DEFAULT_MAX_WAIT,
             coalescer: None,
+            passage: PassageText::default(),
         }
     }
 }
@@ -308,6 +312,14 @@ impl Engine {
         self.shared.vectors.load().coded()
     }
 
+    /// The text a stored event of `actor_id` with `summary` is embedded from, under the
+    /// configured rule ([`EngineConfig::passage`]). Every stored vector is made from this
+    /// text; callers that embed events themselves for [`Engine::write_embedded`] embed it to
+    /// store what [`Engine::write`] would.
+    pub fn passage_text(&self, actor_id: &str, summary: &str) -> String {
+        self.config.passage.text(actor_id, summary)
+    }
+
     /// Embeds one text on the CPU pool.
     pub async fn embed_one(&self, text: String) -> Result<Vec<f32>, Error> {
         Ok(self.embed_made(move || ((), text)).await?.1)
@@ -327,6 +339,21 @@ impl Engine {
             .await
             .map_err(|e| Error::Internal(e.to_string()))?;
         Ok((aside, vector))
+    }
+
+    /// Like [`Engine::embed_made`] for the few texts `make` returns, embedded together in one
+    /// model call; one vector per text, in order.
+    pub(super) async fn embed_made_all<T: Send + 'static>(
+        &self,
+        make: impl FnOnce() -> (T, Vec<String>) + Send + 'static,
+    ) -> Result<(T, Vec<Vec<f32>>), Error> {
+        let (aside, texts) = self.cpu.run(make).await.map_err(Error::Internal)?;
+        let vectors = self
+            .coalescer
+            .embed_all(texts)
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        Ok((aside, vectors))
     }
 
     /// The grant's view of `table` now (see [`visible`]).

@@ -3,14 +3,16 @@
 //!
 //! Invariants: this is the one pipeline behind `POST /v1/observe`, the MCP
 //! `observe_interaction` tool and the scenario eval; the interaction arrives typed (the edge
-//! parsed and validated it); the summary is embedded exactly once and that vector is both
-//! the classifier's input and the stored event's; a candidate is a typed [`EventInput`]
+//! parsed and validated it); one model call embeds the prepared summary, the classifier's
+//! input, and the stored event's passage ([`Engine::passage_text`]; the same text, embedded
+//! once, unless the passage carries an actor label); a candidate is a typed [`EventInput`]
 //! that meets the write's validation rules ([`check_derived`]) and is written only through
 //! [`Engine::write_embedded`] (policy, durability, audit); the observer is built off the
 //! async threads.
 
 use std::sync::Arc;
 
+use super::draft::{classified_texts, split_vectors};
 use super::{Engine, Error, WriteOutcome};
 use crate::auth::TenantGrant;
 use crate::model::validate::check_derived;
@@ -43,8 +45,10 @@ impl Engine {
         let limits = &self.config.limits;
         let prepared = prepare(&interaction.text, limits.max_summary_bytes);
         let observer = self.observer().await?;
-        let vector = self.embed_one(prepared.summary.clone()).await?;
-        let classification = observer.classify(&prepared, interaction.role, &vector);
+        let passage = self.passage_text(&interaction.actor_id, &prepared.summary);
+        let texts = classified_texts(passage, &prepared.summary);
+        let (vector, summary_vector) = split_vectors(self.embed_made_all(|| ((), texts)).await?.1)?;
+        let classification = observer.classify(&prepared, interaction.role, &summary_vector);
         if classification.verdict.ignore.is_some() {
             return Ok(Observation {
                 summary: prepared.summary,

@@ -90,7 +90,8 @@ impl Engine {
         self.write_inner(grant, input, wait_for, None).await
     }
 
-    /// Like [`Engine::write`] with a precomputed summary embedding (bulk loads, benchmarks).
+    /// Like [`Engine::write`] with a precomputed vector of the event's passage text
+    /// ([`Engine::passage_text`]; bulk loads, benchmarks).
     /// The vector must have the embedder's dimension; it is L2-normalised here.
     pub async fn write_embedded(
         &self,
@@ -115,7 +116,11 @@ impl Engine {
         };
         let vector = match vector {
             Some(v) => normalized(v, self.embedder.dim())?,
-            None => self.embed_one(decided.input.summary.clone()).await?,
+            None => {
+                let input = &decided.input;
+                self.embed_one(self.passage_text(&input.actor_id, &input.summary))
+                    .await?
+            }
         };
         self.store(*decided, vector, wait_for).await
     }

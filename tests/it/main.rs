@@ -51,6 +51,7 @@ mod races;
 mod scope_lists;
 mod server_binary;
 mod soak;
+mod speaker_text;
 mod stale_broad;
 mod structure;
 mod truncation;

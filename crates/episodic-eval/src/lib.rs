@@ -15,7 +15,11 @@
 //! - one engine configuration for every dataset: [`EngineConfig::new`] defaults (ranking
 //!   weights and signals included); nothing is tuned per dataset or per question. The
 //!   headline is always the default ranking; `--ablation` adds arms that switch signals off
-//!   ([`ablation_arms`]) on the same ingested data, to show what each one gains;
+//!   ([`ablation_arms`]) on the same ingested data, to show what each one gains, and ingests
+//!   the dataset once more under the other passage rule ([`PassageComparison`]), to show
+//!   what embedding the actor's label changes under every ranking;
+//! - events are embedded from the passage text the engine's write would embed
+//!   ([`Engine::passage_text`]), from the actor id the dataset's loader writes;
 //! - every question is scoped to its own tenant (one tenant per conversation or user);
 //! - runs are deterministic: inputs are processed in file order, embeddings are exact and
 //!   recall is exact; only wall times vary between runs;
@@ -37,7 +41,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use episodic::auth::TenantGrant;
-use episodic::embed::{Embedder, FastEmbedder};
+use episodic::embed::{Embedder, FastEmbedder, PassageText};
 use episodic::engine::{Engine, EngineConfig};
 use episodic::rank::RankConfig;
 use episodic::retrieve::{RecallRequest, Scope};
@@ -106,6 +110,11 @@ pub struct ObserveArgs {
     /// Directory holding the model files.
     #[arg(long, env = "EPISODIC_MODEL_DIR", default_value = "./models")]
     pub model_dir: PathBuf,
+    /// Classify each item from the vector a write by this actor stores under
+    /// `--embed-speaker on` (`"<label>: <text>"`, e.g. `user:dana` → `dana: ...`) instead of
+    /// the text's own vector.
+    #[arg(long)]
+    pub speaker_actor: Option<String>,
 }
 
 /// Runs the observe classifier over a labelled set and prints the summary.
@@ -115,7 +124,13 @@ fn run_observe(a: &ObserveArgs) -> anyhow::Result<()> {
     let observer = Observer::new(&embedder)?;
     let items = observe::load(&a.path)?;
     let max = episodic::model::validate::Limits::default().max_summary_bytes;
-    let report = observe::evaluate(&observer, &embedder, &items, max)?;
+    let report = observe::evaluate(
+        &observer,
+        &embedder,
+        &items,
+        max,
+        a.speaker_actor.as_deref(),
+    )?;
     if let Some(out) = &a.out {
         std::fs::write(out, serde_json::to_vec_pretty(&report)?)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
@@ -166,7 +181,9 @@ pub struct CommonArgs {
     pub model_dir: PathBuf,
     /// Also score the ablation arms (dense alone, BM25 alone, dense + BM25, then adding actor
     /// names, episode context, episode best and named dates; the default adds the question
-    /// penalty) next to the default ranking, on the same ingested data.
+    /// penalty) next to the default ranking, on the same ingested data; and ingest again
+    /// under the other `--embed-speaker` setting to compare every ranking question by
+    /// question.
     #[arg(long)]
     pub ablation: bool,
     /// Answer every scope of more than 100 events from vector partitions built over the
@@ -178,6 +195,21 @@ pub struct CommonArgs {
     /// JSON lines, to compare the rankings of two builds.
     #[arg(long)]
     pub rankings: Option<PathBuf>,
+    /// Embed every event with its actor's label (`on`) or its summary alone (`off`), as the
+    /// server's `--embed-speaker` does (default: the engine's default). With `--ablation`
+    /// the dataset is also ingested under the other setting and compared question by
+    /// question.
+    #[arg(long, value_parser = ["on", "off"])]
+    pub embed_speaker: Option<String>,
+}
+
+impl CommonArgs {
+    /// The passage rule `--embed-speaker` names (`None`: the engine's default).
+    pub fn passage(&self) -> Option<PassageText> {
+        self.embed_speaker
+            .as_deref()
+            .map(|s| PassageText::speaker(s == "on"))
+    }
 }
 
 /// Partitioned recall in an eval: the share of lists probed and the events to wait for.
@@ -241,6 +273,8 @@ pub fn run(dataset: Dataset) -> anyhow::Result<()> {
                 ablation: a.common.ablation,
                 partition_probe_share: a.common.partition_probe_share,
                 rankings: a.common.rankings.clone(),
+                passage: a.common.passage(),
+                compare_passage: a.common.ablation,
             };
             let report = locomo::evaluate(&opts)?;
             print!("{}", report.table());
@@ -253,6 +287,8 @@ pub fn run(dataset: Dataset) -> anyhow::Result<()> {
                 ablation: a.common.ablation,
                 partition_probe_share: a.common.partition_probe_share,
                 rankings: a.common.rankings.clone(),
+                passage: a.common.passage(),
+                compare_passage: a.common.ablation,
             };
             let report = madial::evaluate(&opts)?;
             print!("{}", report.table());
@@ -466,8 +502,26 @@ pub struct DatasetReport<C> {
     /// The ablation arms (with `--ablation`), in order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ablation: Option<Vec<ArmReport>>,
+    /// The same rankings over the dataset ingested under the other passage rule (with
+    /// `--ablation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_passage: Option<PassageComparison>,
     /// Wall times in seconds.
     pub wall_seconds: WallTimes,
+}
+
+/// The rankings of a dataset ingested under another passage rule than the headline's, to
+/// compare question by question with the headline's rankings of the same name.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassageComparison {
+    /// The rule these events were embedded under.
+    pub passage: PassageText,
+    /// The default ranking, per group.
+    pub ranking: std::collections::BTreeMap<String, metrics::GroupReport>,
+    /// The ablation arms, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ablation: Option<Vec<ArmReport>>,
 }
 
 /// Wall times of a run, in seconds.
@@ -492,6 +546,8 @@ pub struct WallTimes {
 pub struct ConfigReport {
     /// Embedding model id.
     pub model: String,
+    /// The passage rule events were embedded under.
+    pub passage: PassageText,
     /// Ranking weights (relevance, recency, trust, confidence).
     pub rank_weights: [f64; 4],
     /// Recency half-life in days.
@@ -556,12 +612,14 @@ pub struct Harness {
 impl Harness {
     /// Loads the model from `model_dir` and opens an engine with the default configuration
     /// (summaries up to `max_summary_bytes`, raised from the default only when needed).
-    /// With `ablation`, every query is also ranked under each [`ablation_arms`] arm.
+    /// With `ablation`, every query is also ranked under each [`ablation_arms`] arm. Events
+    /// are embedded under `passage` (`None`: the engine's default rule).
     pub fn open(
         model_dir: &Path,
         max_summary_bytes: usize,
         ablation: bool,
         partitions: Option<EvalPartitions>,
+        passage: Option<PassageText>,
     ) -> anyhow::Result<Self> {
         let dir = TempDir::new()?;
         let embedder = Arc::new(
@@ -570,6 +628,9 @@ impl Harness {
         );
         let mut config = EngineConfig::new(dir.0.clone());
         config.limits.max_summary_bytes = config.limits.max_summary_bytes.max(max_summary_bytes);
+        if let Some(passage) = passage {
+            config.passage = passage;
+        }
         if let Some(p) = partitions {
             config.recall.partition(p.probe_share)?;
             config.recall.partition_min_vectors = p.events;
@@ -609,6 +670,7 @@ impl Harness {
         let w = r.weights;
         ConfigReport {
             model: self.embedder.model_id().to_string(),
+            passage: self.engine.config().passage,
             rank_weights: [w.relevance, w.recency, w.trust, w.confidence].map(round4),
             recency_half_life_days: r.half_life_days,
             lexical_share: round4(r.lexical_share),
@@ -630,21 +692,25 @@ impl Harness {
         }
     }
 
-    /// Embeds every summary in one batched pass, then writes every event concurrently
-    /// through [`Engine::write_embedded`] (validation, policy, log) and refreshes the
-    /// indexes. Fails on the first rejected write, naming it. Returns the seconds spent
-    /// embedding.
+    /// Reads every body as the write route would, embeds every event's passage text
+    /// ([`Engine::passage_text`], what [`Engine::write`] would embed) in one batched pass,
+    /// then writes every event concurrently through [`Engine::write_embedded`] (validation,
+    /// policy, log) and refreshes the indexes. Fails on the first rejected write, naming
+    /// it. Returns the seconds spent embedding.
     pub fn ingest(&self, docs: &[Doc]) -> anyhow::Result<f64> {
-        let texts: Vec<String> = docs
+        let inputs: Vec<_> = docs
             .iter()
-            .map(|d| {
-                d.body
-                    .get("summary")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .with_context(|| format!("event {} has no summary", d.event_id))
+            .map(|doc| {
+                let grant = TenantGrant::internal(&doc.tenant, EVAL_ACTOR);
+                episodic::wire::event_input(&self.engine, &grant, &doc.body).map_err(|p| {
+                    anyhow::anyhow!("reading {}/{}: {}", doc.tenant, doc.event_id, describe(&p))
+                })
             })
             .collect::<anyhow::Result<_>>()?;
+        let texts: Vec<String> = inputs
+            .iter()
+            .map(|i| self.engine.passage_text(&i.actor_id, &i.summary))
+            .collect();
         let t = Instant::now();
         let vectors = self.embed(texts)?;
         let embed_secs = secs(t);
@@ -652,23 +718,28 @@ impl Harness {
             // Every write is sent to the writer at its first poll (a given vector means no
             // await before that), and `join_all` polls them in order: the events are stored
             // in document order, so ties in the ranking break the same way in every run.
-            let writes = docs.iter().zip(vectors).map(|(doc, vector)| {
-                let grant = TenantGrant::internal(&doc.tenant, EVAL_ACTOR);
-                async move {
-                    let input = episodic::wire::event_input(&self.engine, &grant, &doc.body);
-                    let written = match input {
-                        Ok(input) => self
+            let writes = docs
+                .iter()
+                .zip(inputs)
+                .zip(vectors)
+                .map(|((doc, input), vector)| {
+                    let grant = TenantGrant::internal(&doc.tenant, EVAL_ACTOR);
+                    async move {
+                        let written = self
                             .engine
                             .write_embedded(&grant, input, vector, false)
                             .await
-                            .map_err(episodic::wire::Problem::from),
-                        Err(p) => Err(p),
-                    };
-                    written.map_err(|p| {
-                        anyhow::anyhow!("writing {}/{}: {}", doc.tenant, doc.event_id, describe(&p))
-                    })
-                }
-            });
+                            .map_err(episodic::wire::Problem::from);
+                        written.map_err(|p| {
+                            anyhow::anyhow!(
+                                "writing {}/{}: {}",
+                                doc.tenant,
+                                doc.event_id,
+                                describe(&p)
+                            )
+                        })
+                    }
+                });
             for done in futures::future::join_all(writes).await {
                 done?;
             }
@@ -793,6 +864,51 @@ impl Harness {
     }
 }
 
+/// One ingest and ranking of a dataset: every query's rankings, the arms they were ranked
+/// under, the settings and the wall times (seconds).
+pub(crate) struct Run {
+    pub(crate) ranked: Vec<Ranked>,
+    pub(crate) arms: Vec<Arm>,
+    pub(crate) config: ConfigReport,
+    pub(crate) setup: f64,
+    pub(crate) ingest: f64,
+    pub(crate) ingest_embed: f64,
+    pub(crate) query: f64,
+}
+
+/// Opens a harness embedding under `passage` (`None`: the engine's default), ingests `docs`,
+/// ranks every query (and, with `ablation`, every arm) and closes it.
+pub(crate) fn run_once(
+    model_dir: &Path,
+    max_summary_bytes: usize,
+    ablation: bool,
+    partitions: Option<EvalPartitions>,
+    passage: Option<PassageText>,
+    docs: &[Doc],
+    queries: &[Query],
+) -> anyhow::Result<Run> {
+    let t = Instant::now();
+    let harness = Harness::open(model_dir, max_summary_bytes, ablation, partitions, passage)?;
+    let setup = secs(t);
+    let t = Instant::now();
+    let ingest_embed = harness.ingest(docs)?;
+    let ingest = secs(t);
+    let t = Instant::now();
+    let ranked = harness.rank_all(queries)?;
+    let query = secs(t);
+    let run = Run {
+        ranked,
+        arms: harness.arms().to_vec(),
+        config: harness.config_report(),
+        setup,
+        ingest,
+        ingest_embed,
+        query,
+    };
+    harness.close();
+    Ok(run)
+}
+
 /// A problem with its field errors spelled out.
 fn describe(p: &episodic::wire::Problem) -> String {
     let mut s = p.to_string();
@@ -902,4 +1018,49 @@ fn render_table(
         let _ = writeln!(s, "{row}");
     }
     s
+}
+
+/// Renders the rankings of the other passage rule, each with the paired difference from the
+/// headline's ranking of the same name (the default ranking, then each arm): what embedding
+/// under that rule changes, question by question, against its noise.
+pub(crate) fn render_passage_comparison<'a>(
+    other: &'a PassageComparison,
+    ranking: &'a std::collections::BTreeMap<String, metrics::GroupReport>,
+    ablation: Option<&'a [ArmReport]>,
+    order: impl Fn(
+        &'a std::collections::BTreeMap<String, metrics::GroupReport>,
+    ) -> Vec<(String, &'a metrics::GroupReport)>,
+    ks: &[usize],
+    all_ks: &[usize],
+) -> String {
+    let rule = match other.passage {
+        PassageText::Speaker => "embed-speaker on",
+        PassageText::Summary => "embed-speaker off",
+    };
+    let mut out = render_table(
+        &format!("{rule}: default ranking (paired: this minus the headline's default ranking)"),
+        &order(&other.ranking),
+        ks,
+        all_ks,
+        Some(ranking),
+    );
+    let arms = other.ablation.as_deref().unwrap_or_default();
+    let headline = ablation.unwrap_or_default();
+    for arm in arms {
+        let before = headline
+            .iter()
+            .find(|h| h.name == arm.name)
+            .map(|h| &h.groups);
+        out.push_str(&render_table(
+            &format!(
+                "{rule}: ablation arm {} (paired: this minus the headline's same arm)",
+                arm.name
+            ),
+            &order(&arm.groups),
+            ks,
+            all_ks,
+            before,
+        ));
+    }
+    out
 }

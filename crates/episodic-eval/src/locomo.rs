@@ -24,8 +24,13 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use time::{Date, Month, PrimitiveDateTime, Time};
 
+use episodic::embed::PassageText;
+
 use crate::metrics::{GroupReport, OVERALL};
-use crate::{render_arms, score_all, secs, Doc, EvalPartitions, Harness, Query, WallTimes};
+use crate::{
+    render_arms, render_passage_comparison, run_once, score_all, secs, Doc, EvalPartitions,
+    PassageComparison, Query, WallTimes,
+};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [5, 10, 25, 50];
@@ -54,6 +59,10 @@ pub struct Options {
     pub partition_probe_share: Option<f64>,
     /// Where to write every question's rankings (see [`crate::write_rankings`]).
     pub rankings: Option<PathBuf>,
+    /// The passage rule events are embedded under (`None`: the engine's default).
+    pub passage: Option<PassageText>,
+    /// Also ingest under the other passage rule and compare ([`crate::PassageComparison`]).
+    pub compare_passage: bool,
 }
 
 /// Dataset counts of a run.
@@ -101,6 +110,16 @@ impl Report {
             &KS,
             &KS,
         ));
+        if let Some(other) = &self.other_passage {
+            out.push_str(&render_passage_comparison(
+                other,
+                &self.ranking,
+                self.ablation.as_deref(),
+                ordered_groups,
+                &KS,
+                &KS,
+            ));
+        }
         out
     }
 
@@ -359,29 +378,46 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         .unwrap_or(0);
 
     let partitions = EvalPartitions::over(opts.partition_probe_share, docs.len());
-    let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation, partitions)?;
-    let setup = secs(started);
-    let t = Instant::now();
-    let ingest_embed = harness.ingest(&docs)?;
-    let ingest = secs(t);
-
-    let t = Instant::now();
     let queries: Vec<Query> = convs
         .iter()
         .flat_map(|c| c.questions.iter().map(|(q, _, _)| q.clone()))
         .collect();
-    let ranked = harness.rank_all(&queries)?;
-    let query = secs(t);
-    crate::write_rankings(opts.rankings.as_deref(), &queries, &ranked)?;
+    let read = secs(started);
+    let run_under = |passage| {
+        run_once(
+            &opts.model_dir,
+            max_summary,
+            opts.ablation,
+            partitions,
+            passage,
+            &docs,
+            &queries,
+        )
+    };
+    let run = run_under(opts.passage)?;
+    crate::write_rankings(opts.rankings.as_deref(), &queries, &run.ranked)?;
 
-    let golds = convs.iter().enumerate().flat_map(|(i, c)| {
-        c.questions.iter().map(move |(_, category, gold)| {
-            let mut groups = vec![half_of(i)];
-            groups.extend(*category);
-            (groups, gold)
+    let golds = || {
+        convs.iter().enumerate().flat_map(|(i, c)| {
+            c.questions.iter().map(move |(_, category, gold)| {
+                let mut groups = vec![half_of(i)];
+                groups.extend(*category);
+                (groups, gold)
+            })
         })
-    });
-    let scored = score_all(&KS, harness.arms(), golds, &ranked);
+    };
+    let scored = score_all(&KS, &run.arms, golds(), &run.ranked);
+    let other_passage = if opts.compare_passage {
+        let other = run_under(Some(run.config.passage.other()))?;
+        let s = score_all(&KS, &other.arms, golds(), &other.ranked);
+        Some(PassageComparison {
+            passage: other.config.passage,
+            ranking: s.ranking,
+            ablation: s.ablation,
+        })
+    } else {
+        None
+    };
     let counts = Counts {
         conversations: convs.len(),
         sessions: convs.iter().map(|c| c.sessions).sum(),
@@ -391,20 +427,19 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         scored: scored.scored,
         skipped: scored.skipped,
     };
-    let config = harness.config_report();
-    harness.close();
     Ok(Report {
         dataset: "locomo".to_string(),
         path: opts.path.display().to_string(),
-        config,
+        config: run.config,
         counts,
         ranking: scored.ranking,
         ablation: scored.ablation,
+        other_passage,
         wall_seconds: WallTimes {
-            setup,
-            ingest,
-            ingest_embed,
-            query,
+            setup: read + run.setup,
+            ingest: run.ingest,
+            ingest_embed: run.ingest_embed,
+            query: run.query,
             total: secs(started),
         },
     })

@@ -21,8 +21,13 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use episodic::embed::PassageText;
+
 use crate::metrics::{GroupReport, OVERALL};
-use crate::{render_arms, score_all, secs, Doc, EvalPartitions, Harness, Query, WallTimes};
+use crate::{
+    render_arms, render_passage_comparison, run_once, score_all, secs, Doc, EvalPartitions,
+    PassageComparison, Query, WallTimes,
+};
 
 /// Cut-offs scored.
 pub const KS: [usize; 4] = [1, 3, 5, 10];
@@ -40,6 +45,10 @@ pub struct Options {
     pub partition_probe_share: Option<f64>,
     /// Where to write every question's rankings (see [`crate::write_rankings`]).
     pub rankings: Option<PathBuf>,
+    /// The passage rule events are embedded under (`None`: the engine's default).
+    pub passage: Option<PassageText>,
+    /// Also ingest under the other passage rule and compare ([`crate::PassageComparison`]).
+    pub compare_passage: bool,
 }
 
 /// Dataset counts of a run.
@@ -82,6 +91,16 @@ impl Report {
             &KS,
             &[5, 10],
         ));
+        if let Some(other) = &self.other_passage {
+            out.push_str(&render_passage_comparison(
+                other,
+                &self.ranking,
+                self.ablation.as_deref(),
+                overall_first,
+                &KS,
+                &[5, 10],
+            ));
+        }
         out
     }
 }
@@ -242,41 +261,54 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     counts.dialogues = queries.len();
 
     let partitions = EvalPartitions::over(opts.partition_probe_share, docs.len());
-    let harness = Harness::open(&opts.model_dir, max_summary, opts.ablation, partitions)?;
-    let setup = secs(started);
-    let t = Instant::now();
-    let ingest_embed = harness.ingest(&docs)?;
-    let ingest = secs(t);
-    let t = Instant::now();
-    let ranked = harness.rank_all(&queries)?;
-    let query = secs(t);
-    crate::write_rankings(opts.rankings.as_deref(), &queries, &ranked)?;
+    let read = secs(started);
+    let run_under = |passage| {
+        run_once(
+            &opts.model_dir,
+            max_summary,
+            opts.ablation,
+            partitions,
+            passage,
+            &docs,
+            &queries,
+        )
+    };
+    let run = run_under(opts.passage)?;
+    crate::write_rankings(opts.rankings.as_deref(), &queries, &run.ranked)?;
 
-    let scored = score_all(
-        &KS,
-        harness.arms(),
+    let gold_groups = || {
         golds
             .iter()
             .enumerate()
-            .map(|(i, (g, gold))| (vec![half_of(i, golds.len()), g.as_str()], gold)),
-        &ranked,
-    );
+            .map(|(i, (g, gold))| (vec![half_of(i, golds.len()), g.as_str()], gold))
+    };
+    let scored = score_all(&KS, &run.arms, gold_groups(), &run.ranked);
     counts.scored = scored.scored;
     counts.skipped = scored.skipped;
-    let config = harness.config_report();
-    harness.close();
+    let other_passage = if opts.compare_passage {
+        let other = run_under(Some(run.config.passage.other()))?;
+        let s = score_all(&KS, &other.arms, gold_groups(), &other.ranked);
+        Some(PassageComparison {
+            passage: other.config.passage,
+            ranking: s.ranking,
+            ablation: s.ablation,
+        })
+    } else {
+        None
+    };
     Ok(Report {
         dataset: "madial-en".to_string(),
         path: opts.path.display().to_string(),
-        config,
+        config: run.config,
         counts,
         ranking: scored.ranking,
         ablation: scored.ablation,
+        other_passage,
         wall_seconds: WallTimes {
-            setup,
-            ingest,
-            ingest_embed,
-            query,
+            setup: read + run.setup,
+            ingest: run.ingest,
+            ingest_embed: run.ingest_embed,
+            query: run.query,
             total: secs(started),
         },
     })

@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use episodic::embed::Embedder;
+use episodic::embed::{Embedder, PassageText};
 use episodic::model::PrivacyClass;
 use episodic::observe::{prepare, Observer, Role};
 
@@ -129,20 +129,30 @@ fn ratio(a: usize, b: usize) -> f64 {
     }
 }
 
-/// Runs the observer over `items`, embedding summaries in batches.
+/// Runs the observer over `items`, embedding summaries in batches. With `speaker_actor`,
+/// each summary is embedded as that actor's passage under the speaker rule
+/// ([`PassageText::Speaker`]), the vector such a write stores and classifies with.
 pub fn evaluate(
     observer: &Observer,
     embedder: &dyn Embedder,
     items: &[(usize, Labelled)],
     max_summary_bytes: usize,
+    speaker_actor: Option<&str>,
 ) -> anyhow::Result<Report> {
     let prepared: Vec<_> = items
         .iter()
         .map(|(_, it)| prepare(&it.text, max_summary_bytes))
         .collect();
+    let passages: Vec<String> = prepared
+        .iter()
+        .map(|p| match speaker_actor {
+            Some(actor) => PassageText::Speaker.text(actor, &p.summary),
+            None => p.summary.clone(),
+        })
+        .collect();
     let mut vectors = Vec::with_capacity(items.len());
-    for chunk in prepared.chunks(64) {
-        let texts: Vec<&str> = chunk.iter().map(|p| p.summary.as_str()).collect();
+    for chunk in passages.chunks(64) {
+        let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
         vectors.extend(embedder.embed(&texts)?);
     }
     let mut c = Counts::default();
@@ -222,7 +232,7 @@ mod tests {
             .collect();
         let e = HashingEmbedder::new();
         let obs = Observer::new(&e).expect("observer");
-        let r = evaluate(&obs, &e, &items, 4096).expect("eval");
+        let r = evaluate(&obs, &e, &items, 4096, None).expect("eval");
         assert_eq!((r.items, r.labelled_store), (3, 2));
         assert!((r.precision - 1.0).abs() < 1e-9, "{r:?}");
         assert!((r.recall - 1.0).abs() < 1e-9, "{r:?}");

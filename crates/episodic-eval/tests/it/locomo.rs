@@ -19,6 +19,8 @@ fn locomo_first_conversation_meets_recall_floor() {
         ablation: true,
         partition_probe_share: None,
         rankings: None,
+        passage: None,
+        compare_passage: false,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);

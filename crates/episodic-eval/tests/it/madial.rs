@@ -19,6 +19,8 @@ fn madial_english_meets_recall_floor() {
         ablation: true,
         partition_probe_share: None,
         rankings: None,
+        passage: None,
+        compare_passage: false,
     })
     .expect("MADial-Bench eval runs");
     assert_eq!(report.counts.memories, 160);

@@ -11,7 +11,7 @@ fn run_set(name: &str) -> Report {
     let items = load(&path).expect("labelled set");
     let model = real_model();
     let observer = Observer::new(model.as_ref()).expect("observer");
-    let report = evaluate(&observer, model.as_ref(), &items, 4096).expect("eval");
+    let report = evaluate(&observer, model.as_ref(), &items, 4096, None).expect("eval");
     assert_eq!(report.items, items.len());
     report
 }
