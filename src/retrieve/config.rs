@@ -11,15 +11,16 @@ use super::partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 pub const PARTITION_MIN_VECTORS: usize = 16_384;
 
 /// The default [`RecallConfig::graph_min_vectors`]: a tenant gets its own HNSW graph once it
-/// holds this many vectors. Below it a partition probe of a whole tenant (5/8 of its
-/// members at about 200 ns each) is expected to cost no more than a graph search (about
-/// 6 ms of CPU at the default width), so a graph would cost memory (about 2 KB per vector)
-/// and background CPU for nothing.
+/// holds this many vectors. Below about 33,000 a partition probe of a whole tenant (5/8 of
+/// its members at about 200 ns each) is expected to cost no more than a graph search (about
+/// 4.2 ms of CPU at the default width), and up to this size it saves too little to pay for a
+/// graph's memory (about 4.8 KB per vector) and build (about 600 vectors per second of both
+/// cores).
 pub const GRAPH_MIN_VECTORS: usize = 50_000;
 
-/// The default [`RecallConfig::graph_ef`]: the candidate list width of a tenant graph search:
-/// recall@10 0.995 against exact on a tenant of 160,000 real-model embeddings (see the
-/// benchmarks doc).
+/// The default [`RecallConfig::graph_ef`]: the width of a tenant graph search over a whole
+/// tenant: recall@10 0.995 against exact on a tenant of 160,000 real-model embeddings, 0.991
+/// at 128 (see the benchmarks doc).
 pub const GRAPH_EF: usize = 160;
 
 /// The default [`RecallConfig::graph_min_share`]: a scope narrower than this share of its

@@ -602,7 +602,7 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     assert!(defaults.graphs, "tenant graphs are on by default");
     assert_eq!(defaults.graph_min_vectors, 50_000);
     // A small tenant and a narrow search, so that the cost model expects the graph to cost
-    // less than scoring 6,000 candidates (at the defaults it pays from about 20,000).
+    // less than scoring 6,000 candidates (at the defaults it pays from about 14,000).
     c.recall.graph_min_vectors = 5_000;
     c.recall.graph_ef = 40;
     c.recall.exact_max_candidates = 300;
