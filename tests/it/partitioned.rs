@@ -533,7 +533,7 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     let mut rng = StdRng::seed_from_u64(31);
     let centres = centres(&mut rng);
     let solo = TenantGrant::internal("solo", "test");
-    for i in 0..6_000 {
+    for i in 0..3_000 {
         let vector = near(&mut rng, &centres[i % centres.len()]);
         let actor = format!("a{}", i % 4);
         e.write_embedded(&solo, crate::common::input(&body(i, &actor)), vector, false)
