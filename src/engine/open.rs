@@ -88,6 +88,7 @@ pub(super) fn open(
             .partitioned
             .then_some(config.recall.partition_min_vectors),
         partition_building: std::sync::atomic::AtomicBool::new(false),
+        partition_epoch: Default::default(),
         graphs: Default::default(),
         graph_min_vectors: config
             .recall

@@ -5,7 +5,8 @@
 //! corpus. Compaction drops them and starts a rebuild: centroids are means of stored
 //! vectors, and none may outlive the vectors a purge removed.
 //!
-//! Invariants: at most one build runs at a time; a build never holds the table lock
+//! Invariants: at most one build runs at a time; a build that started before a reset
+//! (compaction) publishes nothing; a build never holds the table lock
 //! beyond copying the heads (one pass over a dense array); until a build finishes, recall
 //! uses whatever partition (or the exact path) it had; a list's copy of a head is used only
 //! while the table has not marked it changed, so it always equals the table's.
@@ -42,25 +43,35 @@ pub(crate) fn maybe_rebuild(shared: &Arc<Shared>) {
     }
     let shared = Arc::clone(shared);
     rayon::spawn(move || {
+        let epoch = *shared.partition_epoch.lock();
         let started = std::time::Instant::now();
         let copy = shared.table.read().watched_heads();
         let vectors = shared.vectors.load_full();
         let lists = Partition::lists_for(copy.0.len());
         if let Some(p) = Partitioned::build(&vectors, copy, lists) {
-            tracing::info!(
-                vectors = p.index.upto(),
-                lists,
-                seconds = started.elapsed().as_secs_f64(),
-                "vector partitions built"
-            );
-            shared.partition.store(Some(Arc::new(p)));
+            // A build that started before a compaction holds what the purge removed.
+            let current = shared.partition_epoch.lock();
+            if *current == epoch {
+                tracing::info!(
+                    vectors = p.index.upto(),
+                    lists,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "vector partitions built"
+                );
+                shared.partition.store(Some(Arc::new(p)));
+            }
         }
         shared.partition_building.store(false, Ordering::Release);
     });
 }
 
-/// Drops the partitions (after compaction) and starts a rebuild.
+/// Drops the partitions (after compaction) and starts a rebuild; a build already running
+/// publishes nothing.
 pub(crate) fn reset(shared: &Arc<Shared>) {
-    shared.partition.store(None);
+    {
+        let mut epoch = shared.partition_epoch.lock();
+        *epoch += 1;
+        shared.partition.store(None);
+    }
     maybe_rebuild(shared);
 }

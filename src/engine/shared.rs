@@ -72,6 +72,9 @@ pub struct Shared {
     pub partition_min_vectors: Option<usize>,
     /// Whether a partition build is running.
     pub partition_building: AtomicBool,
+    /// Bumped by every reset of the partitions (compaction): a build that started before it
+    /// publishes nothing.
+    pub partition_epoch: parking_lot::Mutex<u64>,
     /// The per-tenant HNSW graphs of graph recall (see [`super::graphs`]); empty until a
     /// tenant holds `graph_min_vectors` vectors, and always with graph recall off.
     pub graphs: ArcSwap<TenantGraphs>,
