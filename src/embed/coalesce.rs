@@ -121,14 +121,9 @@ impl Coalescer {
 
     /// Embeds `text`, in one model call with whatever other texts are queued.
     pub async fn embed(&self, text: String) -> Result<Vec<f32>, EmbedError> {
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut q = lock(&self.inner.queue);
-            q.jobs.push_back((text, tx));
-        }
-        self.inner.arrived.notify_one();
-        rx.await
-            .map_err(|_| EmbedError::Runtime("the embedding worker stopped".into()))?
+        let mut one = self.embed_all(vec![text]).await?;
+        one.pop()
+            .ok_or_else(|| EmbedError::Runtime("the embedding worker answered nothing".into()))
     }
 
     /// Embeds every text of `texts` in one model call (queued together, so the worker takes

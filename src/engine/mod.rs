@@ -332,12 +332,15 @@ impl Engine {
         &self,
         make: impl FnOnce() -> (T, String) + Send + 'static,
     ) -> Result<(T, Vec<f32>), Error> {
-        let (aside, text) = self.cpu.run(make).await.map_err(Error::Internal)?;
-        let vector = self
-            .coalescer
-            .embed(text)
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let (aside, mut vectors) = self
+            .embed_made_all(move || {
+                let (aside, text) = make();
+                (aside, vec![text])
+            })
+            .await?;
+        let vector = vectors
+            .pop()
+            .ok_or_else(|| Error::Internal("the embedder returned no vector".into()))?;
         Ok((aside, vector))
     }
 

@@ -162,6 +162,19 @@ pub(super) fn broad_count(
     in_scope: &InScope<'_>,
     exact_max: usize,
 ) -> Result<Option<usize>, SearchError> {
+    if let Some(known) = in_scope.broad.get() {
+        return Ok(*known);
+    }
+    let counted = count_broad(snap, in_scope, exact_max)?;
+    Ok(*in_scope.broad.get_or_init(|| counted))
+}
+
+/// [`broad_count`] without its memo.
+fn count_broad(
+    snap: &Snapshot<'_>,
+    in_scope: &InScope<'_>,
+    exact_max: usize,
+) -> Result<Option<usize>, SearchError> {
     let filter = in_scope.filter;
     let count = match snap.scope.count_bounds(filter) {
         Some((_, upper)) if upper <= exact_max => return Ok(None),

@@ -169,17 +169,26 @@ fn graphed(
 ) -> Result<Option<Plan>, SearchError> {
     let lexical = (p.rank.lexical_share > 0.0).then_some(p.bm25);
     let found = graph_scope(p.snap, pick, access, (p.query, lexical), p.vis, p.k)?;
-    let Some(heads) = found else {
-        return Ok(None);
-    };
+    Ok(found.and_then(|heads| approximate(p, access, VectorPath::Graph, heads, Vec::new())))
+}
+
+/// An approximate source's plan from its candidates: stale suppression applied, or `None`
+/// when fewer than k remain.
+fn approximate(
+    p: &Planning<'_>,
+    access: &Access,
+    path: VectorPath,
+    heads: Vec<Head>,
+    known: KnownBounds,
+) -> Option<Plan> {
     let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
-    Ok((heads.len() >= p.k).then_some(Plan {
-        path: VectorPath::Graph,
+    (heads.len() >= p.k).then_some(Plan {
+        path,
         heads,
         subset: None,
         stale,
-        known: Vec::new(),
-    }))
+        known,
+    })
 }
 
 /// The partition source's candidates, or `None` when it does not apply, is not expected to
@@ -200,17 +209,10 @@ fn partitioned(
         p.vis,
         p.k,
     )?;
-    let Some((heads, known)) = found else {
-        return Ok(None);
-    };
-    let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
-    Ok((heads.len() >= p.k).then_some(Plan {
-        path: VectorPath::Partition,
-        heads,
-        subset: None,
-        stale,
-        known,
-    }))
+    Ok(
+        found
+            .and_then(|(heads, known)| approximate(p, access, VectorPath::Partition, heads, known)),
+    )
 }
 
 /// Whether `n` visible candidates call for filtered HNSW: approximate recall on, more than

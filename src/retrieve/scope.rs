@@ -104,6 +104,9 @@ pub(super) struct InScope<'a> {
     pub(super) snap: &'a Snapshot<'a>,
     pub(super) filter: &'a ScopeFilter,
     pub(super) ids: OnceLock<Vec<u32>>,
+    /// [`super::partition::broad_count`]'s answer, once asked (the graph and the partition
+    /// sources both ask, with the recall's one `exact_max_candidates`).
+    pub(super) broad: OnceLock<Option<usize>>,
 }
 
 impl<'a> InScope<'a> {
@@ -112,6 +115,7 @@ impl<'a> InScope<'a> {
             snap,
             filter,
             ids: OnceLock::new(),
+            broad: OnceLock::new(),
         }
     }
 
