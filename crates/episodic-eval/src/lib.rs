@@ -909,6 +909,27 @@ pub(crate) fn run_once(
     Ok(run)
 }
 
+/// With `compare`, the dataset ingested and ranked again under the other passage rule than
+/// `run`'s (by `run_under`), scored against the same `golds`; `None` without.
+pub(crate) fn compare_passage<'a>(
+    run: &Run,
+    compare: bool,
+    run_under: impl Fn(Option<PassageText>) -> anyhow::Result<Run>,
+    ks: &[usize],
+    golds: impl Iterator<Item = (Vec<&'a str>, &'a std::collections::HashSet<String>)>,
+) -> anyhow::Result<Option<PassageComparison>> {
+    if !compare {
+        return Ok(None);
+    }
+    let other = run_under(Some(run.config.passage.other()))?;
+    let s = score_all(ks, &other.arms, golds, &other.ranked);
+    Ok(Some(PassageComparison {
+        passage: other.config.passage,
+        ranking: s.ranking,
+        ablation: s.ablation,
+    }))
+}
+
 /// A problem with its field errors spelled out.
 fn describe(p: &episodic::wire::Problem) -> String {
     let mut s = p.to_string();

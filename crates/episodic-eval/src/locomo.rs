@@ -28,8 +28,8 @@ use episodic::embed::PassageText;
 
 use crate::metrics::{GroupReport, OVERALL};
 use crate::{
-    render_arms, render_passage_comparison, run_once, score_all, secs, Doc, EvalPartitions,
-    PassageComparison, Query, WallTimes,
+    render_arms, render_passage_comparison, run_once, score_all, secs, Doc, EvalPartitions, Query,
+    WallTimes,
 };
 
 /// Cut-offs scored.
@@ -407,17 +407,8 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
         })
     };
     let scored = score_all(&KS, &run.arms, golds(), &run.ranked);
-    let other_passage = if opts.compare_passage {
-        let other = run_under(Some(run.config.passage.other()))?;
-        let s = score_all(&KS, &other.arms, golds(), &other.ranked);
-        Some(PassageComparison {
-            passage: other.config.passage,
-            ranking: s.ranking,
-            ablation: s.ablation,
-        })
-    } else {
-        None
-    };
+    let other_passage =
+        crate::compare_passage(&run, opts.compare_passage, run_under, &KS, golds())?;
     let counts = Counts {
         conversations: convs.len(),
         sessions: convs.iter().map(|c| c.sessions).sum(),

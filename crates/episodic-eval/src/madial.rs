@@ -25,8 +25,8 @@ use episodic::embed::PassageText;
 
 use crate::metrics::{GroupReport, OVERALL};
 use crate::{
-    render_arms, render_passage_comparison, run_once, score_all, secs, Doc, EvalPartitions,
-    PassageComparison, Query, WallTimes,
+    render_arms, render_passage_comparison, run_once, score_all, secs, Doc, EvalPartitions, Query,
+    WallTimes,
 };
 
 /// Cut-offs scored.
@@ -285,17 +285,8 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let scored = score_all(&KS, &run.arms, gold_groups(), &run.ranked);
     counts.scored = scored.scored;
     counts.skipped = scored.skipped;
-    let other_passage = if opts.compare_passage {
-        let other = run_under(Some(run.config.passage.other()))?;
-        let s = score_all(&KS, &other.arms, gold_groups(), &other.ranked);
-        Some(PassageComparison {
-            passage: other.config.passage,
-            ranking: s.ranking,
-            ablation: s.ablation,
-        })
-    } else {
-        None
-    };
+    let other_passage =
+        crate::compare_passage(&run, opts.compare_passage, run_under, &KS, gold_groups())?;
     Ok(Report {
         dataset: "madial-en".to_string(),
         path: opts.path.display().to_string(),
