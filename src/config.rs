@@ -37,6 +37,13 @@ pub struct ServeArgs {
     /// Directory with `manifest.json` and the model files (see `models/fetch.sh`).
     #[arg(long, env = "EPISODIC_MODEL_DIR", default_value = "./models")]
     pub model_dir: PathBuf,
+    /// Another model's directory (a `manifest.json` and its files): every stored event is
+    /// embedded again with it in the background while the server serves with the current
+    /// model, which it replaces once done (`GET /v1/admin/reembed` shows progress). A
+    /// restart resumes where it stopped; once switched, the server serves with this model
+    /// whatever `--model-dir` says. Single node only.
+    #[arg(long, env = "EPISODIC_REEMBED_TO")]
+    pub reembed_to: Option<PathBuf>,
     /// How far in the future `occurredAt` may lie, in seconds.
     #[arg(long, env = "EPISODIC_MAX_FUTURE_SKEW_SECS", default_value_t = 300)]
     pub max_future_skew_secs: u32,

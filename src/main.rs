@@ -268,6 +268,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let load = Load {
         model_dir: args.model_dir.clone(),
+        reembed_to: args.reembed_to.clone(),
         config,
         lock,
         cluster: cluster.zip(conn),
@@ -311,6 +312,7 @@ fn open_cluster_keys(
 /// settings and connection.
 struct Load {
     model_dir: std::path::PathBuf,
+    reembed_to: Option<std::path::PathBuf>,
     config: episodic::engine::EngineConfig,
     lock: Option<DataDirLock>,
     cluster: Option<(ClusterSettings, NatsConnection)>,
@@ -321,11 +323,21 @@ impl Load {
     fn run(self, engines: &Engines) -> anyhow::Result<()> {
         match (self.cluster, engines, self.lock) {
             (None, Engines::Single(slot), Some(lock)) => {
-                let engine = load_engine(&self.model_dir, self.config, lock)?;
+                let engine = load_engine(
+                    &self.model_dir,
+                    self.reembed_to.as_deref(),
+                    self.config,
+                    lock,
+                )?;
                 let _ = slot.set(engine);
                 tracing::info!("ready");
             }
             (Some((settings, conn)), Engines::Cluster(slot), None) => {
+                anyhow::ensure!(
+                    self.reembed_to.is_none(),
+                    "--reembed-to re-embeds one node's data directory; it is not available in \
+                     cluster mode"
+                );
                 let embedder = FastEmbedder::load(&self.model_dir)?;
                 episodic::observe::Observer::shared(&embedder)?;
                 let node = Node::start(
@@ -379,11 +391,18 @@ fn open_keys(args: &ServeArgs) -> anyhow::Result<(KeyStore, DataDirLock)> {
 /// off the async threads).
 fn load_engine(
     model_dir: &std::path::Path,
-    config: episodic::engine::EngineConfig,
+    reembed_to: Option<&std::path::Path>,
+    mut config: episodic::engine::EngineConfig,
     lock: DataDirLock,
 ) -> anyhow::Result<Engine> {
     let embedder = FastEmbedder::load(model_dir)?;
     episodic::observe::Observer::shared(&embedder)?;
+    if let Some(dir) = reembed_to {
+        let target = FastEmbedder::load(dir).with_context(|| {
+            format!("loading the model to re-embed with from {}", dir.display())
+        })?;
+        config.reembed_to = Some(episodic::engine::ReembedTarget(Arc::new(target)));
+    }
     Engine::open_locked(config, Arc::new(embedder), lock)
 }
 
@@ -402,7 +421,12 @@ fn mcp(args: &McpArgs) -> anyhow::Result<()> {
     let (keys, lock) = open_keys(&args.serve)?;
     keys.authenticate(&args.api_key)
         .map_err(|p| anyhow::anyhow!("--api-key: {}: {}", p.code().as_str(), p))?;
-    let engine = load_engine(&args.serve.model_dir, config, lock)?;
+    let engine = load_engine(
+        &args.serve.model_dir,
+        args.serve.reembed_to.as_deref(),
+        config,
+        lock,
+    )?;
     let state = episodic::mcp::McpState {
         engines: Engines::of(engine.clone()),
         keys: Arc::new(keys),

@@ -204,10 +204,21 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<usize> {
         "exporting",
         "{pos}/{len} events",
     );
-    let model = crate::embed::FAST_MODEL_ID;
+    let model = engine.vector_model();
+    if args.with_vectors && model.is_none() && !snapshot.is_empty() {
+        eprintln!(
+            "the log records no model for its vectors (they were written before models were \
+             recorded): events are exported without vectors, and an import embeds them again"
+        );
+    }
     for e in snapshot.events() {
-        let vector = snapshot.vector(e);
-        out.write_all(&export_line(e.event, vector.as_deref().map(|v| (v, model))))?;
+        let vector = model
+            .as_deref()
+            .and_then(|m| snapshot.vector(e).map(|v| (v, m)));
+        out.write_all(&export_line(
+            e.event,
+            vector.as_ref().map(|(v, m)| (v.as_slice(), *m)),
+        ))?;
         bar.inc(1);
     }
     out.flush()?;

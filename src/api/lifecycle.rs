@@ -101,6 +101,28 @@ fn parse_erasure(body: &Value) -> Result<String, Problem> {
     }
 }
 
+/// `GET /v1/admin/reembed` (admin): the model that serves, and the progress of the
+/// re-embedding `--reembed-to` started.
+#[utoipa::path(
+    get,
+    path = "/v1/admin/reembed",
+    tag = "admin",
+    summary = "The serving model, and a re-embedding's progress",
+    responses(
+        (status = 200, description = "the model and the re-embedding", body = crate::engine::ModelStatus),
+        AuthErrors,
+        Unavailable
+    )
+)]
+pub async fn reembed_status(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> Result<Json<crate::engine::ModelStatus>, Problem> {
+    principal.require_admin()?;
+    let engine = super::routes::single_engine(&state, "re-embedding")?;
+    Ok(Json(engine.model_status()))
+}
+
 /// `POST /v1/admin/compact` (admin): physical purge of every tenant's deleted content. It
 /// rewrites the whole store, so it is not a tenant's to run (each tenant's trail records
 /// its own purged ids).

@@ -111,6 +111,7 @@ pub fn router_and_spec(
         .routes(routes!(reviews::reject))
         .routes(routes!(lifecycle::audit))
         .routes(routes!(lifecycle::compact))
+        .routes(routes!(lifecycle::reembed_status))
         .routes(routes!(transfer::export))
         .routes(routes!(transfer::import))
         .routes(routes!(transfer::backup))

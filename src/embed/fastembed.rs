@@ -1,7 +1,8 @@
-//! The production embedder: all-MiniLM-L6-v2 (int8 ONNX) run by ONNX Runtime via fastembed.
+//! The production embedder: the ONNX model a manifest describes (by default all-MiniLM-L6-v2,
+//! int8), run by ONNX Runtime via fastembed.
 //!
-//! Role: loads the verified model files from `models/files/` and embeds texts
-//! into 384-dimensional, mean-pooled, L2-normalised vectors.
+//! Role: loads the verified model files from `<model dir>/files/` and embeds texts into
+//! L2-normalised vectors of the manifest's dimension, pooled as it says ([`ModelSpec`]).
 //!
 //! Invariants:
 //! - nothing is loaded before [`verify_model_dir`] has checked every file
@@ -23,9 +24,10 @@ use ::fastembed::{
 use ort::environment::Environment;
 use parking_lot::Mutex;
 
-use super::{l2_normalize, verify_model_dir, EmbedError, Embedder, EMBEDDING_DIM};
+use super::manifest::{ModelSpec, Pooling as ManifestPooling};
+use super::{l2_normalize, verify_model_dir, EmbedError, Embedder};
 
-/// Model id reported by [`FastEmbedder`].
+/// Model id of the default manifest (`models/manifest.json`).
 pub const FAST_MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
 
 /// Texts per ONNX Runtime run. Texts are sorted by length before batching, so
@@ -35,12 +37,8 @@ pub const DEFAULT_BATCH_SIZE: usize = 16;
 
 /// File name of the ONNX Runtime shared library under `models/files/`.
 const ORT_LIBRARY: &str = "libonnxruntime.so.1.24.4";
-/// File name of the ONNX model under `models/files/`.
-const ONNX_MODEL: &str = "model.onnx";
 /// Most intra-op threads ONNX Runtime may use (the target machines have 2 cores).
 const MAX_INTRA_THREADS: usize = 2;
-/// Token limit per text; all-MiniLM-L6-v2 was trained with 256 (sentence-transformers' `max_seq_length`).
-const MAX_TOKENS: usize = 256;
 
 /// The process-wide ONNX Runtime environment, or why it could not be created.
 static ORT_ENVIRONMENT: OnceLock<Result<Environment, String>> = OnceLock::new();
@@ -60,16 +58,17 @@ fn ort_environment(library: &Path) -> Result<Environment, EmbedError> {
         .map_err(EmbedError::Runtime)
 }
 
-/// all-MiniLM-L6-v2 sentence embedder; see the module docs.
+/// A sentence embedder described by a manifest; see the module docs.
 pub struct FastEmbedder {
     model: Mutex<TextEmbedding>,
+    spec: ModelSpec,
     batch_size: usize,
 }
 
 impl std::fmt::Debug for FastEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastEmbedder")
-            .field("model_id", &FAST_MODEL_ID)
+            .field("model_id", &self.spec.model_id)
             .field("batch_size", &self.batch_size)
             .finish_non_exhaustive()
     }
@@ -91,25 +90,32 @@ impl FastEmbedder {
             special_tokens_map_file: files.read("special_tokens_map.json")?,
             tokenizer_config_file: files.read("tokenizer_config.json")?,
         };
-        let model = UserDefinedEmbeddingModel::new(files.read(ONNX_MODEL)?, tokenizer)
-            .with_pooling(Pooling::Mean);
+        let spec = files.manifest().spec()?;
+        let pooling = match spec.pooling {
+            ManifestPooling::Mean => Pooling::Mean,
+            ManifestPooling::Cls => Pooling::Cls,
+        };
+        let model = UserDefinedEmbeddingModel::new(files.read(&spec.onnx)?, tokenizer)
+            .with_pooling(pooling);
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .min(MAX_INTRA_THREADS);
         let options = InitOptionsUserDefined::new()
             .with_environment(environment)
             .with_intra_threads(threads)
-            .with_max_length(MAX_TOKENS);
+            .with_max_length(spec.max_tokens);
         let embedding = TextEmbedding::try_new_from_user_defined(model, options)
-            .map_err(|e| EmbedError::Runtime(format!("cannot build {FAST_MODEL_ID}: {e}")))?;
+            .map_err(|e| EmbedError::Runtime(format!("cannot build {}: {e}", spec.model_id)))?;
         let embedder = Self {
             model: Mutex::new(embedding),
+            spec,
             batch_size: DEFAULT_BATCH_SIZE,
         };
         // Probe once so a model with the wrong output shape fails at load, not at first use.
         embedder.embed(&["probe"])?;
         tracing::info!(
-            model = FAST_MODEL_ID,
+            model = %embedder.spec.model_id,
+            dim = embedder.spec.dim,
             dir = %model_dir.display(),
             intra_threads = threads,
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -143,10 +149,11 @@ impl FastEmbedder {
             });
         }
         for v in &mut vectors {
-            if v.len() != EMBEDDING_DIM {
+            if v.len() != self.spec.dim {
                 return Err(EmbedError::Runtime(format!(
-                    "model returned {} dimensions, expected {EMBEDDING_DIM}",
-                    v.len()
+                    "model returned {} dimensions, its manifest says {}",
+                    v.len(),
+                    self.spec.dim
                 )));
             }
             // fastembed already normalises; doing it again is cheap and guards the invariant.
@@ -158,11 +165,19 @@ impl FastEmbedder {
 
 impl Embedder for FastEmbedder {
     fn model_id(&self) -> &str {
-        FAST_MODEL_ID
+        &self.spec.model_id
     }
 
     fn dim(&self) -> usize {
-        EMBEDDING_DIM
+        self.spec.dim
+    }
+
+    fn query_prefix(&self) -> &str {
+        &self.spec.query_prefix
+    }
+
+    fn passage_prefix(&self) -> &str {
+        &self.spec.passage_prefix
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -265,7 +280,7 @@ mod tests {
             ])
             .expect("embeds");
         for x in &v {
-            assert_eq!(x.len(), EMBEDDING_DIM);
+            assert_eq!(x.len(), 384);
             assert!((dot(x, x) - 1.0).abs() < 1e-4);
         }
         let related = dot(&v[0], &v[1]);
@@ -274,7 +289,7 @@ mod tests {
         assert!(related > 0.45, "related cosine {related}");
         assert!(unrelated < 0.25, "unrelated cosine {unrelated}");
         assert_eq!(e.model_id(), FAST_MODEL_ID);
-        assert_eq!(e.dim(), EMBEDDING_DIM);
+        assert_eq!(e.dim(), 384);
     }
 
     #[test]

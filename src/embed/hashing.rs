@@ -7,14 +7,17 @@
 //! Invariants:
 //! - the same text always yields the bit-identical vector, in every process and
 //!   on every platform (a fixed FNV-1a hash, never `RandomState`);
-//! - vectors have [`EMBEDDING_DIM`] entries and unit L2 norm; a text with no
+//! - vectors have [`HASHING_DIM`] entries and unit L2 norm; a text with no
 //!   word characters maps to one fixed unit vector;
 //! - texts sharing more lowercase words / trigrams get higher cosine similarity.
 
-use super::{l2_normalize, EmbedError, Embedder, EMBEDDING_DIM};
+use super::{l2_normalize, EmbedError, Embedder};
 
-/// Model id reported by [`HashingEmbedder`].
+/// Model id reported by [`HashingEmbedder::new`].
 pub const HASHING_MODEL_ID: &str = "hashing-test";
+
+/// Dimension of [`HashingEmbedder::new`] (the default model's, so test vectors look alike).
+pub const HASHING_DIM: usize = 384;
 
 /// Weight of a whole-word feature.
 const WORD_WEIGHT: f32 = 1.0;
@@ -22,18 +25,50 @@ const WORD_WEIGHT: f32 = 1.0;
 const TRIGRAM_WEIGHT: f32 = 0.5;
 
 /// Deterministic feature-hashing embedder for tests; see the module docs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HashingEmbedder;
+#[derive(Debug, Clone)]
+pub struct HashingEmbedder {
+    dim: usize,
+    model_id: String,
+    query_prefix: String,
+    passage_prefix: String,
+}
+
+impl Default for HashingEmbedder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl HashingEmbedder {
-    /// Creates the embedder (it has no state).
+    /// The embedder of [`HASHING_DIM`] components, model id [`HASHING_MODEL_ID`].
     pub fn new() -> Self {
-        Self
+        Self {
+            dim: HASHING_DIM,
+            model_id: HASHING_MODEL_ID.into(),
+            query_prefix: String::new(),
+            passage_prefix: String::new(),
+        }
+    }
+
+    /// Another model: `dim` components (at least 8), model id `hashing-test-<dim>`.
+    pub fn with_dim(dim: usize) -> Self {
+        Self {
+            dim: dim.max(8),
+            model_id: format!("{HASHING_MODEL_ID}-{}", dim.max(8)),
+            ..Self::new()
+        }
+    }
+
+    /// The same model under the prefixes a manifest may give queries and passages.
+    pub fn with_prefixes(mut self, query: &str, passage: &str) -> Self {
+        self.query_prefix = query.into();
+        self.passage_prefix = passage.into();
+        self
     }
 
     /// Embeds one text; infallible apart from the (unreachable) zero-norm case.
-    fn embed_one(text: &str) -> Result<Vec<f32>, EmbedError> {
-        let mut v = vec![0.0f32; EMBEDDING_DIM];
+    fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut v = vec![0.0f32; self.dim];
         let lower = text.to_lowercase();
         let mut any = false;
         for word in lower
@@ -80,15 +115,23 @@ fn fnv1a(kind: &[u8], data: &[u8]) -> u64 {
 
 impl Embedder for HashingEmbedder {
     fn model_id(&self) -> &str {
-        HASHING_MODEL_ID
+        &self.model_id
     }
 
     fn dim(&self) -> usize {
-        EMBEDDING_DIM
+        self.dim
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        texts.iter().map(|t| Self::embed_one(t)).collect()
+        texts.iter().map(|t| self.embed_one(t)).collect()
+    }
+
+    fn query_prefix(&self) -> &str {
+        &self.query_prefix
+    }
+
+    fn passage_prefix(&self) -> &str {
+        &self.passage_prefix
     }
 }
 
@@ -106,14 +149,14 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), texts.len());
         for v in &a {
-            assert_eq!(v.len(), EMBEDDING_DIM);
+            assert_eq!(v.len(), HASHING_DIM);
             assert!((dot(v, v) - 1.0).abs() < 1e-5);
         }
         // Case and punctuation do not matter.
         let c = e.embed(&["hello, WORLD!"]).expect("embeds");
         assert!((dot(&a[0], &c[0]) - 1.0).abs() < 1e-5);
         assert_eq!(e.model_id(), HASHING_MODEL_ID);
-        assert_eq!(e.dim(), EMBEDDING_DIM);
+        assert_eq!(e.dim(), HASHING_DIM);
     }
 
     #[test]

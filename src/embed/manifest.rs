@@ -52,9 +52,68 @@ pub struct ModelManifest {
     /// Identifier of the model these files make up, if the manifest names one.
     #[serde(default)]
     pub model_id: Option<String>,
+    /// Number of components of every vector the model returns.
+    #[serde(default)]
+    pub dim: Option<usize>,
+    /// How token vectors are pooled into one: `"mean"` or `"cls"`.
+    #[serde(default)]
+    pub pooling: Option<Pooling>,
+    /// Prepended to a recall query before it is embedded (e.g. `"query: "`).
+    #[serde(default)]
+    pub query_prefix: String,
+    /// Prepended to a stored event's text before it is embedded (e.g. `"passage: "`).
+    #[serde(default)]
+    pub passage_prefix: String,
+    /// Longest input in tokens; longer texts are truncated.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// The ONNX graph among `files` (by default `model.onnx`).
+    #[serde(default = "default_onnx")]
+    pub onnx: String,
     /// Every file the model needs.
     pub files: Vec<ManifestFile>,
 }
+
+fn default_onnx() -> String {
+    "model.onnx".into()
+}
+
+/// How a model pools its token vectors into one text vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooling {
+    /// The mean of the token vectors, padding excluded (sentence-transformers' default).
+    Mean,
+    /// The first token's vector.
+    Cls,
+}
+
+/// Everything an embedder needs to know of its model, from a manifest whose model fields
+/// are all present ([`ModelManifest::spec`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Stable identifier, recorded with every vector the model makes.
+    pub model_id: String,
+    /// Components per vector.
+    pub dim: usize,
+    /// Pooling of token vectors.
+    pub pooling: Pooling,
+    /// Prefix of recall queries.
+    pub query_prefix: String,
+    /// Prefix of stored events' texts.
+    pub passage_prefix: String,
+    /// Token limit per text.
+    pub max_tokens: usize,
+    /// File name of the ONNX graph.
+    pub onnx: String,
+}
+
+/// Largest dimension a manifest may declare.
+const MAX_DIM: usize = 8192;
+/// Largest token limit a manifest may declare.
+const MAX_TOKENS: usize = 8192;
+/// Longest model id: it is written with every stored vector.
+const MAX_MODEL_ID: usize = 100;
 
 impl ModelManifest {
     /// Parses and validates manifest JSON.
@@ -73,7 +132,58 @@ impl ModelManifest {
         Self::parse(&json)
     }
 
+    /// The model's description, or an error naming the first field the manifest lacks or
+    /// gets wrong.
+    pub fn spec(&self) -> Result<ModelSpec, EmbedError> {
+        let missing = |field: &str| {
+            EmbedError::Manifest(format!(
+                "{MANIFEST_NAME} must give the model's {field:?} to be loaded"
+            ))
+        };
+        let model_id = self.model_id.clone().ok_or_else(|| missing("model_id"))?;
+        let dim = self.dim.ok_or_else(|| missing("dim"))?;
+        let pooling = self.pooling.ok_or_else(|| missing("pooling"))?;
+        let max_tokens = self.max_tokens.ok_or_else(|| missing("max_tokens"))?;
+        if !self.files.iter().any(|f| f.name == self.onnx) {
+            return Err(EmbedError::Manifest(format!(
+                "the ONNX graph {:?} is not among the listed files",
+                self.onnx
+            )));
+        }
+        Ok(ModelSpec {
+            model_id,
+            dim,
+            pooling,
+            query_prefix: self.query_prefix.clone(),
+            passage_prefix: self.passage_prefix.clone(),
+            max_tokens,
+            onnx: self.onnx.clone(),
+        })
+    }
+
     fn validate(&self) -> Result<(), EmbedError> {
+        if let Some(id) = &self.model_id {
+            let plain = !id.is_empty()
+                && id.len() <= MAX_MODEL_ID
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+            if !plain {
+                return Err(EmbedError::Manifest(format!(
+                    "model_id {id:?} must be 1 to {MAX_MODEL_ID} letters, digits or - _ . :"
+                )));
+            }
+        }
+        if self.dim.is_some_and(|d| d == 0 || d > MAX_DIM) {
+            return Err(EmbedError::Manifest(format!(
+                "dim must be between 1 and {MAX_DIM}"
+            )));
+        }
+        if self.max_tokens.is_some_and(|t| t == 0 || t > MAX_TOKENS) {
+            return Err(EmbedError::Manifest(format!(
+                "max_tokens must be between 1 and {MAX_TOKENS}"
+            )));
+        }
         if self.files.is_empty() {
             return Err(EmbedError::Manifest("manifest lists no files".into()));
         }
@@ -264,6 +374,56 @@ mod tests {
         }
         let msg = err.to_string();
         assert!(msg.contains("a.bin") && msg.contains("fetch.sh"), "{msg}");
+    }
+
+    #[test]
+    fn a_loadable_model_needs_every_model_field() {
+        let base = serde_json::json!({
+            "model_id": "m-1", "dim": 768, "pooling": "cls", "max_tokens": 384,
+            "query_prefix": "query: ", "passage_prefix": "passage: ",
+            "files": [{"name": "model.onnx", "sha256": sha_hex(b"x"), "size": 1,
+                       "wheel": "w==1", "member": "m"}]
+        });
+        let spec = ModelManifest::parse(&base.to_string())
+            .expect("valid")
+            .spec()
+            .expect("complete");
+        assert_eq!(spec.dim, 768);
+        assert_eq!(spec.pooling, Pooling::Cls);
+        assert_eq!(spec.query_prefix, "query: ");
+        assert_eq!(spec.passage_prefix, "passage: ");
+        assert_eq!(spec.max_tokens, 384);
+        for field in ["model_id", "dim", "pooling", "max_tokens"] {
+            let mut m = base.clone();
+            m.as_object_mut().expect("object").remove(field);
+            let err = ModelManifest::parse(&m.to_string())
+                .expect("files are still valid")
+                .spec()
+                .expect_err("a field is missing");
+            assert!(err.to_string().contains(field), "{err}");
+        }
+        let mut other_graph = base.clone();
+        other_graph["onnx"] = "graph.onnx".into();
+        assert!(ModelManifest::parse(&other_graph.to_string())
+            .expect("valid")
+            .spec()
+            .is_err());
+        for (field, bad) in [
+            ("dim", serde_json::json!(0)),
+            ("max_tokens", serde_json::json!(100_000)),
+            ("model_id", serde_json::json!("a b")),
+            ("pooling", serde_json::json!("max")),
+        ] {
+            let mut m = base.clone();
+            m[field] = bad;
+            assert!(
+                matches!(
+                    ModelManifest::parse(&m.to_string()),
+                    Err(EmbedError::Manifest(_))
+                ),
+                "{field}"
+            );
+        }
     }
 
     #[test]

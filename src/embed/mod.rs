@@ -2,19 +2,21 @@
 //!
 //! Role: every piece of text that enters the vector index, and every query that
 //! searches it, goes through an [`Embedder`]. Production uses [`FastEmbedder`]
-//! (all-MiniLM-L6-v2, int8 ONNX, run by ONNX Runtime loaded from
-//! `models/files/`); unit and property tests use the deterministic
+//! (the ONNX model `models/manifest.json` describes, all-MiniLM-L6-v2 int8 by default,
+//! run by ONNX Runtime loaded from `models/files/`); unit and property tests use the deterministic
 //! [`HashingEmbedder`], which needs no model files. Which text of a stored event is
 //! embedded, its summary alone or with its actor's label, is [`passage`]'s one rule.
 //!
 //! Invariants:
-//! - every vector an [`Embedder`] returns has exactly [`Embedder::dim`] entries
-//!   (for both implementations here, [`EMBEDDING_DIM`]) and unit L2 norm, so a
-//!   dot product is the cosine similarity;
+//! - every vector an [`Embedder`] returns has exactly [`Embedder::dim`] entries (the
+//!   manifest's `dim`; no dimension is built in) and unit L2 norm, so a dot product is the
+//!   cosine similarity;
+//! - a query is embedded as [`Embedder::query_prefix`] + its text and a stored event as
+//!   [`Embedder::passage_prefix`] + its passage ([`as_query`], [`as_passage`]);
 //! - `embed(texts)` returns exactly one vector per input text, in input order,
 //!   or an error — never a partial result;
-//! - vectors from different [`Embedder::model_id`]s are not comparable: an index
-//!   must record the model id it was built with;
+//! - vectors from different [`Embedder::model_id`]s are not comparable: every stored
+//!   vector records the model id that made it;
 //! - model files are only used after their sha256 matches `models/manifest.json`
 //!   ([`verify_model_dir`]); a missing or corrupt file is an error naming the file
 //!   and the command that fetches it ([`FETCH_COMMAND`]).
@@ -27,12 +29,11 @@ pub mod passage;
 
 pub use self::coalesce::{Coalescer, CoalescerStats};
 pub use self::fastembed::{FastEmbedder, DEFAULT_BATCH_SIZE, FAST_MODEL_ID};
-pub use self::hashing::{HashingEmbedder, HASHING_MODEL_ID};
-pub use self::manifest::{verify_model_dir, ManifestFile, ModelManifest, VerifiedFiles};
+pub use self::hashing::{HashingEmbedder, HASHING_DIM, HASHING_MODEL_ID};
+pub use self::manifest::{
+    verify_model_dir, ManifestFile, ModelManifest, ModelSpec, Pooling, VerifiedFiles,
+};
 pub use self::passage::{actor_label, PassageText};
-
-/// Number of dimensions of every embedding produced in this module.
-pub const EMBEDDING_DIM: usize = 384;
 
 /// The command, relative to the repository root, that fetches the model files.
 pub const FETCH_COMMAND: &str = "bash models/fetch.sh";
@@ -84,6 +85,24 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// L2-normalised vectors, one per text, same order. Blocking CPU work: callers run it off async threads.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Prepended to a recall query before it is embedded (models trained with one).
+    fn query_prefix(&self) -> &str {
+        ""
+    }
+    /// Prepended to a stored event's passage before it is embedded.
+    fn passage_prefix(&self) -> &str {
+        ""
+    }
+}
+
+/// The text `embedder` embeds for the recall query `text`.
+pub fn as_query(embedder: &dyn Embedder, text: &str) -> String {
+    format!("{}{text}", embedder.query_prefix())
+}
+
+/// The text `embedder` embeds for a stored event whose passage is `text`.
+pub fn as_passage(embedder: &dyn Embedder, text: &str) -> String {
+    format!("{}{text}", embedder.passage_prefix())
 }
 
 /// Scales `v` to unit L2 norm in place.
@@ -108,15 +127,19 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Stands in for the model in offline maintenance (compaction, export), which never embeds;
-/// any call to embed fails loudly rather than returning a made-up vector.
+/// any call to embed fails loudly rather than returning a made-up vector. The engine takes
+/// the model and dimension of the store it opens ([`OFFLINE_MODEL_ID`]).
 pub struct OfflineEmbedder;
+
+/// Model id of [`OfflineEmbedder`]: an engine opened with it adopts its store's model.
+pub const OFFLINE_MODEL_ID: &str = "offline";
 
 impl Embedder for OfflineEmbedder {
     fn model_id(&self) -> &str {
-        "offline"
+        OFFLINE_MODEL_ID
     }
     fn dim(&self) -> usize {
-        EMBEDDING_DIM
+        0
     }
     fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Err(EmbedError::Runtime(

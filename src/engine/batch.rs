@@ -11,6 +11,8 @@
 //! input order. Unlike a single write, a batch item the policy denies was embedded (with
 //! the others).
 
+use std::sync::Arc;
+
 use futures_util::future::join_all;
 
 use super::draft::{classified, classified_texts, detect, split_vectors};
@@ -36,6 +38,7 @@ impl Engine {
         let needs: Vec<bool> = drafts.iter().map(EventDraft::needs_event_type).collect();
         // Each draft's passage, and the summary beside it when a draft is classified and
         // its passage is not the summary: all in one model call.
+        let model = self.serving_model();
         let texts: Vec<Vec<String>> = drafts
             .iter()
             .zip(&needs)
@@ -98,12 +101,17 @@ impl Engine {
             .into_iter()
             .zip(vectors)
             .zip(detected.into_iter().zip(types))
-            .map(|((draft, vector), (detected, event_type))| async move {
-                let (input, derived) = draft.complete(&self.facts(grant, detected, event_type));
-                check_derived(&input, &self.config.limits)?;
-                let mut outcome = self.write_embedded(grant, input, vector, false).await?;
-                outcome.derived = derived;
-                Ok(outcome)
+            .map(|((draft, vector), (detected, event_type))| {
+                let model = Arc::clone(&model);
+                async move {
+                    let (input, derived) = draft.complete(&self.facts(grant, detected, event_type));
+                    check_derived(&input, &self.config.limits)?;
+                    let mut outcome = self
+                        .write_tagged(grant, input, vector, model, false)
+                        .await?;
+                    outcome.derived = derived;
+                    Ok(outcome)
+                }
             });
         let results = join_all(writes).await;
         if wait_for && results.iter().any(Result::is_ok) {

@@ -53,6 +53,7 @@ impl Engine {
         // The type comes from the summary's vector: embed first (in one model call with the
         // passage, when that differs), classify with it, and store the passage's.
         let observer = self.observer().await?;
+        let model = self.serving_model();
         let passage = self.passage_text(&draft.actor_id, &summary);
         let ((detected, prepared), vectors) = self
             .embed_made_all(move || {
@@ -71,7 +72,9 @@ impl Engine {
         let event_type = Some(event_type);
         let (input, derived) = draft.complete(&self.facts(grant, detected, event_type));
         check_derived(&input, &self.config.limits)?;
-        let mut outcome = self.write_embedded(grant, input, vector, wait_for).await?;
+        let mut outcome = self
+            .write_tagged(grant, input, vector, model, wait_for)
+            .await?;
         outcome.derived = derived;
         Ok(outcome)
     }

@@ -66,6 +66,10 @@ pub enum Error {
     /// The tenant is moving to a shard of its own; nothing of it may change until it has.
     #[error("tenant {0} is moving to a shard of its own; retry shortly")]
     Moving(String),
+    /// A re-embedding switched models while the request was embedded, again and again;
+    /// nothing was stored, and a retry embeds with the new model.
+    #[error("the embedding model changed while the request was embedded; retry shortly")]
+    ModelChanged,
     /// The writer thread has stopped (the engine is shutting down).
     #[error("the writer has stopped")]
     WriterStopped,
@@ -107,7 +111,7 @@ impl Error {
                 ErrorCode::Forbidden
             }
             Error::SelfApproval => ErrorCode::SelfApprovalForbidden,
-            Error::Moving(_) => ErrorCode::NotReady,
+            Error::Moving(_) | Error::ModelChanged => ErrorCode::NotReady,
             Error::Storage(_) | Error::WriterStopped => ErrorCode::StorageUnavailable,
             Error::Backup(super::backup::BackupError::Unsupported) => ErrorCode::Conflict,
             Error::Backup(_) => ErrorCode::StorageUnavailable,

@@ -75,7 +75,7 @@ impl ExportSnapshot {
 impl Engine {
     /// Embeds many texts in one call on the CPU pool (bulk import).
     pub async fn embed_many(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        let embedder = Arc::clone(&self.embedder);
+        let embedder = self.embedder();
         let count = texts.len();
         let vectors = self
             .cpu

@@ -14,6 +14,8 @@
 //!   group-commits them;
 //! - one line's failure never fails another; results come back in line order.
 
+use std::sync::Arc;
+
 use futures_util::future::join_all;
 
 use super::write::{Decided, Step};
@@ -95,7 +97,8 @@ impl Engine {
         group: Vec<ImportLine>,
         batch: &mut ImportedBatch,
     ) -> Result<(), Error> {
-        let dim = self.embedder.dim();
+        let model = self.serving_model();
+        let dim = self.embedder().dim();
         let mut waiting = Vec::new();
         for ImportLine {
             line,
@@ -130,16 +133,19 @@ impl Engine {
                 w.vector = vectors.next();
             }
         }
-        let stores = waiting.into_iter().map(|w| async move {
-            let result = match w.vector {
-                Some(vector) => self.store(w.decided, vector, false).await,
-                None => Err(Error::Internal(
-                    "the embedder returned too few vectors".into(),
-                )),
-            };
-            LineResult {
-                line: w.line,
-                result,
+        let stores = waiting.into_iter().map(|w| {
+            let model = Arc::clone(&model);
+            async move {
+                let result = match w.vector {
+                    Some(vector) => self.store(w.decided, vector, model, false).await,
+                    None => Err(Error::Internal(
+                        "the embedder returned too few vectors".into(),
+                    )),
+                };
+                LineResult {
+                    line: w.line,
+                    result,
+                }
             }
         });
         batch.results.extend(join_all(stores).await);

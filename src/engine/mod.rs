@@ -36,6 +36,7 @@ mod observe;
 mod open;
 mod partitions;
 mod recovery;
+mod reembed;
 mod scope_health;
 mod shared;
 mod write;
@@ -57,8 +58,9 @@ pub use graphs::{GRAPH_BATCH, GRAPH_EF_CONSTRUCTION, GRAPH_M};
 pub use import::{ImportLine, ImportedBatch, LineResult};
 pub use observe::Observation;
 pub use recovery::{recover, DataLoss, RecoveryReport, TenantRecovery};
+pub use reembed::{ModelStatus, ReembedState, ReembedStatus};
 pub use scope_health::ScopeHealth;
-pub use shared::{DataDirLock, Paths, Shared, ALL_TENANTS};
+pub use shared::{DataDirLock, Paths, Serving, Shared, ALL_TENANTS};
 pub use write::WriteOutcome;
 pub use writer::{
     CompactReport, Conflict, ErasureReceipt, Kept, Receipt, ReevaluationReport, ReviewOutcome,
@@ -128,6 +130,22 @@ pub struct EngineConfig {
     /// The text a stored event's vector is embedded from ([`PassageText`]: the summary
     /// alone, or with its actor's label). Changing it changes new vectors only.
     pub passage: PassageText,
+    /// A model to re-embed every stored event with, online, and to switch to once done
+    /// (`--reembed-to`; see the engine's `reembed` module). Once the log holds its vectors
+    /// it is the model that serves, whatever the configured one.
+    pub reembed_to: Option<ReembedTarget>,
+}
+
+/// The model of [`EngineConfig::reembed_to`].
+#[derive(Clone)]
+pub struct ReembedTarget(pub Arc<dyn Embedder>);
+
+impl std::fmt::Debug for ReembedTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ReembedTarget")
+            .field(&self.0.model_id())
+            .finish()
+    }
 }
 
 impl EngineConfig {
@@ -162,6 +180,7 @@ impl EngineConfig {
             embed_max_wait: crate::embed::coalesce::DEFAULT_MAX_WAIT,
             coalescer: None,
             passage: PassageText::default(),
+            reembed_to: None,
         }
     }
 }
@@ -209,11 +228,13 @@ pub struct EngineStats {
 pub struct Engine {
     shared: Arc<Shared>,
     tx: std::sync::mpsc::Sender<Command>,
-    embedder: Arc<dyn Embedder>,
-    coalescer: crate::embed::Coalescer,
     cpu: CpuPool,
     config: Arc<EngineConfig>,
     writer_thread: Arc<parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>>,
+    /// Tells a re-embedding's thread to stop (at shutdown).
+    reembed_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// A re-embedding's thread, joined at shutdown.
+    reembed_thread: Arc<parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 impl Engine {
@@ -240,7 +261,19 @@ impl Engine {
     /// The embedder every write and recall uses (the observer classifies with the same
     /// model so its prototype similarities match the stored vectors' space).
     pub fn embedder(&self) -> Arc<dyn Embedder> {
-        Arc::clone(&self.embedder)
+        Arc::clone(&self.shared.serving.load().embedder)
+    }
+
+    /// The model id of [`Engine::embedder`], taken before a write prepares and embeds its
+    /// text: the writer refuses the vector if the store's model changed since.
+    pub(super) fn serving_model(&self) -> Arc<str> {
+        Arc::from(self.shared.serving.load().embedder.model_id())
+    }
+
+    /// The model that made the stored vectors: the embedder's for a serving engine; for
+    /// offline maintenance the one the log records (`None` while the log records none).
+    pub fn vector_model(&self) -> Option<String> {
+        self.shared.vectors.load().model().map(str::to_string)
     }
 
     /// Current counters.
@@ -295,6 +328,12 @@ impl Engine {
     /// Flushes indexes and stops the writer; later writes fail with 503. Returns after the
     /// writer thread has exited (so the index files are released).
     pub async fn shutdown(&self) {
+        self.reembed_stop
+            .store(true, std::sync::atomic::Ordering::Release);
+        let walk = self.reembed_thread.lock().take();
+        if let Some(walk) = walk {
+            let _ = tokio::task::spawn_blocking(move || walk.join()).await;
+        }
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Shutdown(tx)).is_ok() {
             let _ = rx.await;
@@ -312,12 +351,25 @@ impl Engine {
         self.shared.vectors.load().coded()
     }
 
+    /// The serving model, and a re-embedding's progress since this engine opened.
+    pub fn model_status(&self) -> ModelStatus {
+        let vectors = self.shared.vectors.load();
+        ModelStatus {
+            model: self.embedder().model_id().to_string(),
+            dim: vectors.dim(),
+            reembed: self.shared.reembed.read().clone(),
+        }
+    }
+
     /// The text a stored event of `actor_id` with `summary` is embedded from, under the
-    /// configured rule ([`EngineConfig::passage`]). Every stored vector is made from this
+    /// configured rule ([`EngineConfig::passage`]) and after the model's passage prefix. Every stored vector is made from this
     /// text; callers that embed events themselves for [`Engine::write_embedded`] embed it to
     /// store what [`Engine::write`] would.
     pub fn passage_text(&self, actor_id: &str, summary: &str) -> String {
-        self.config.passage.text(actor_id, summary)
+        crate::embed::as_passage(
+            &*self.embedder(),
+            &self.config.passage.text(actor_id, summary),
+        )
     }
 
     /// Embeds one text on the CPU pool.
@@ -351,8 +403,8 @@ impl Engine {
         make: impl FnOnce() -> (T, Vec<String>) + Send + 'static,
     ) -> Result<(T, Vec<Vec<f32>>), Error> {
         let (aside, texts) = self.cpu.run(make).await.map_err(Error::Internal)?;
-        let vectors = self
-            .coalescer
+        let coalescer = self.shared.serving.load().coalescer.clone();
+        let vectors = coalescer
             .embed_all(texts)
             .await
             .map_err(|e| Error::Internal(e.to_string()))?;
@@ -389,8 +441,44 @@ impl Engine {
         grant: &TenantGrant,
         req: RecallRequest,
     ) -> Result<RecallResponse, Error> {
+        let detail = serde_json::json!({
+            "scope": req.scope,
+            "queryHash": self.shared.keyed.content_hash(grant.tenant(), &req.query),
+            "limit": req.limit,
+            "asOf": req.as_of,
+        });
+        let req = Arc::new(req);
+        // A query embedded just before a re-embedding switched models is embedded again
+        // with the new one: vectors of two models are never compared.
+        let mut tries = 0;
+        let resp = loop {
+            tries += 1;
+            match self.recall_once(grant, Arc::clone(&req)).await? {
+                Some(resp) => break resp,
+                None if tries < 3 => continue,
+                None => return Err(Error::Internal("the embedding model kept changing".into())),
+            }
+        };
+        let ids = resp
+            .results
+            .iter()
+            .map(|h| h.event.event_id.clone())
+            .collect();
+        self.audit(read_audit(grant, AuditAction::Recall, ids, detail));
+        Ok(resp)
+    }
+
+    /// One recall under the serving model; `None` when the snapshot's vectors turned out to
+    /// be another model's (a re-embedding switched models meanwhile).
+    async fn recall_once(
+        &self,
+        grant: &TenantGrant,
+        req: Arc<RecallRequest>,
+    ) -> Result<Option<RecallResponse>, Error> {
         let shared = Arc::clone(&self.shared);
         let config = Arc::clone(&self.config);
+        let serving = self.shared.serving.load_full();
+        let model: Arc<str> = Arc::from(serving.embedder.model_id());
         // The query's words are read under the table's lock: on the CPU pool, not here, once
         // for both the text embedded and the ranking.
         let (s, c, g, query) = (
@@ -402,21 +490,17 @@ impl Engine {
         let (read, query_vector) = self
             .embed_made(move || {
                 let read = QueryRead::new(&s.table.read(), &g, &query, &c.rank);
-                let text = read.words.semantic.clone();
+                let text = crate::embed::as_query(&*serving.embedder, &read.words.semantic);
                 (read, text)
             })
             .await?;
         let grant2 = grant.clone();
-        let detail = serde_json::json!({
-            "scope": req.scope,
-            "queryHash": self.shared.keyed.content_hash(grant.tenant(), &req.query),
-            "limit": req.limit,
-            "asOf": req.as_of,
-        });
-        let resp = self
-            .cpu
+        self.cpu
             .run(move || {
                 let snap = shared.snapshot();
+                if snap.vectors.model() != Some(&*model) {
+                    return Ok(None);
+                }
                 let reading = Reading {
                     snap: &snap,
                     now: Timestamp::now(),
@@ -424,16 +508,11 @@ impl Engine {
                     query: &query_vector,
                 };
                 crate::retrieve::recall(&reading, &config.recall, &config.rank, &grant2, &req)
+                    .map(Some)
             })
             .await
-            .map_err(Error::Internal)??;
-        let ids = resp
-            .results
-            .iter()
-            .map(|h| h.event.event_id.clone())
-            .collect();
-        self.audit(read_audit(grant, AuditAction::Recall, ids, detail));
-        Ok(resp)
+            .map_err(Error::Internal)?
+            .map_err(Error::from)
     }
 
     /// Recall with a precomputed query vector (benchmarks, eval); the vector is L2-normalised.
@@ -453,9 +532,9 @@ impl Engine {
         )
     }
 
-    /// The text a recall's query vector is embedded from: the query less the names of the
-    /// tenant's actors it names, when `rank` has an actor signal (see
-    /// [`crate::retrieve::QueryWords`]). Callers that embed queries themselves for
+    /// The text a recall's query vector is embedded from: the model's query prefix and the
+    /// query less the names of the tenant's actors it names, when `rank` has an actor signal
+    /// (see [`crate::retrieve::QueryWords`]). Callers that embed queries themselves for
     /// [`Engine::recall_with_vector`] embed this text to rank as [`Engine::recall`] does.
     pub fn semantic_query(
         &self,
@@ -463,9 +542,8 @@ impl Engine {
         query: &str,
         rank: &crate::rank::RankConfig,
     ) -> String {
-        QueryRead::new(&self.shared.table.read(), grant, query, rank)
-            .words
-            .semantic
+        let words = QueryRead::new(&self.shared.table.read(), grant, query, rank).words;
+        crate::embed::as_query(&*self.embedder(), &words.semantic)
     }
 
     /// Like [`Engine::recall_with_vector`], ranked with `rank` instead of the configured
@@ -481,23 +559,28 @@ impl Engine {
         rank: &crate::rank::RankConfig,
         now: Timestamp,
     ) -> Result<RecallResponse, Error> {
-        let query = normalized(query_vector.to_vec(), self.embedder.dim())?;
+        let query = normalized(query_vector.to_vec(), self.embedder().dim())?;
         // On the engine's pool, as the async recall is: the caller waits once, and the
         // scoring's parallel sections split work among pool threads instead of each one
         // waking another pool from outside it.
-        self.cpu
-            .install(|| {
-                let snap = self.shared.snapshot();
-                let read = QueryRead::new(&snap.table, grant, &req.query, rank);
-                let reading = Reading {
-                    snap: &snap,
-                    now,
-                    read: &read,
-                    query: &query,
-                };
-                crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
-            })
-            .map_err(Error::from)
+        self.cpu.install(|| {
+            let snap = self.shared.snapshot();
+            if snap.vectors.dim() != query.len() {
+                // A re-embedding switched to a model of another dimension meanwhile.
+                return Err(Error::BadVector {
+                    dim: snap.vectors.dim(),
+                });
+            }
+            let read = QueryRead::new(&snap.table, grant, &req.query, rank);
+            let reading = Reading {
+                snap: &snap,
+                now,
+                read: &read,
+                query: &query,
+            };
+            crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
+                .map_err(Error::from)
+        })
     }
 
     /// One page of the timeline, ordered by `occurredAt`.

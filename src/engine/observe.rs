@@ -45,6 +45,7 @@ impl Engine {
         let limits = &self.config.limits;
         let prepared = prepare(&interaction.text, limits.max_summary_bytes);
         let observer = self.observer().await?;
+        let model = self.serving_model();
         let passage = self.passage_text(&interaction.actor_id, &prepared.summary);
         let texts = classified_texts(passage, &prepared.summary);
         let (vector, summary_vector) = split_vectors(self.embed_made_all(|| ((), texts)).await?.1)?;
@@ -66,7 +67,7 @@ impl Engine {
         );
         let written = match check_derived(&candidate, limits) {
             Ok(()) => {
-                self.write_embedded(grant, candidate.clone(), vector, false)
+                self.write_tagged(grant, candidate.clone(), vector, model, false)
                     .await
             }
             Err(invalid) => Err(invalid.into()),

@@ -5,7 +5,9 @@
 //!
 //! Invariants: an index whose recorded sequence is ahead of the log, whose contents disagree
 //! with the log, or which fails to open is discarded and rebuilt from the log; nothing here
-//! re-embeds text; the event log is opened here (through [`store::LogLocation::open`], the
+//! re-embeds text; the model that serves is the one that made the log's vectors (the
+//! configured one, or the re-embedding target once the log holds its vectors), and a log of
+//! another model's vectors is refused, never mixed ([`settle_model`]); the event log is opened here (through [`store::LogLocation::open`], the
 //! one choice of implementation: the data directory's file or a stream) and from then on
 //! reached only through [`EventLog`].
 
@@ -19,9 +21,9 @@ use parking_lot::RwLock;
 
 use super::logged::Reconciled;
 use super::recovery;
-use super::shared::{lock_data_dir, DataDirLock, Paths, Shared};
+use super::shared::{lock_data_dir, DataDirLock, Paths, Serving, Shared};
 use super::writer::{catch_up, table_fingerprint, Writer};
-use super::{graphs, partitions, Engine, EngineConfig};
+use super::{graphs, partitions, reembed, Engine, EngineConfig};
 use crate::audit::AuditAppender;
 use crate::cpu::CpuPool;
 use crate::embed::Embedder;
@@ -77,9 +79,15 @@ pub(super) fn open(
         &audit_witnesses,
         &config.data_dir,
     )?;
+    let serving = Serving {
+        coalescer: config.coalescer_for(&embedder)?,
+        embedder,
+    };
     let shared = Arc::new(Shared {
         table: RwLock::new(Table::new(config.stale)),
-        vectors: ArcSwap::from_pointee(VectorStore::new(embedder.dim())),
+        // Unlabelled, of dimension 0: it takes the log's model and dimension as it is read,
+        // and `settle_model` then checks them against the configured model.
+        vectors: ArcSwap::from_pointee(VectorStore::new(0)),
         hnsw: ArcSwap::from_pointee(HnswIndex::new(config.hnsw)),
         hnsw_enabled: config.recall.approximate,
         partition: ArcSwapOption::empty(),
@@ -102,6 +110,9 @@ pub(super) fn open(
         audit: Arc::clone(audit.trail()),
         keyed,
         paths: paths.clone(),
+        serving: ArcSwap::from_pointee(serving),
+        reembed_epoch: Default::default(),
+        reembed: RwLock::new(None),
     });
     let mut reconciled = Reconciled {
         after: recovery::reconcile_from(trail.max_log_seq, trail.entries),
@@ -113,6 +124,7 @@ pub(super) fn open(
         .open(&paths.log)
         .with_context(|| format!("opening log {shown}"))?;
     catch_up(&shared, log.as_ref(), &shown, scope_seq, &mut reconciled)?;
+    let walk_to = settle_model(&shared, &config)?;
     if recovered.truncated_bytes > 0 {
         tracing::warn!(
             bytes = recovered.truncated_bytes,
@@ -152,7 +164,76 @@ pub(super) fn open(
     );
     partitions::maybe_rebuild(&shared);
     graphs::maybe_update(&shared);
-    start(shared, log, audit, config, embedder, dir_lock)
+    start(shared, log, audit, config, walk_to, dir_lock)
+}
+
+/// Checks the log's model against the configured one and the re-embedding target, labels
+/// the vector store, and sets the model that serves; the target still to walk to, if any.
+///
+/// - an empty log takes the configured model;
+/// - a log of the configured model's vectors (or of unrecorded ones, from before models
+///   were recorded, of its dimension) is served by it, and re-embedded if a target is set;
+/// - a log of the target's vectors (a re-embedding switched) is served by the target;
+/// - any other log is refused, naming both models;
+/// - offline maintenance (which never embeds) takes the log's model whatever it is.
+fn settle_model(shared: &Shared, config: &EngineConfig) -> anyhow::Result<Option<Arc<Serving>>> {
+    let primary = Arc::clone(&shared.serving.load().embedder);
+    if primary.model_id() == crate::embed::OFFLINE_MODEL_ID {
+        return Ok(None);
+    }
+    let store = shared.vectors.load_full();
+    let target = config.reembed_to.as_ref().map(|t| Arc::clone(&t.0));
+    let target = target.filter(|t| t.model_id() != primary.model_id());
+    if store.dim() == 0 {
+        shared.vectors.store(Arc::new(VectorStore::for_model(
+            primary.model_id(),
+            primary.dim(),
+        )));
+        return target.map(|t| serving_of(config, t)).transpose();
+    }
+    let label = store.model().map(str::to_string);
+    if let (Some(t), Some(l)) = (&target, &label) {
+        if t.model_id() == l && t.dim() == store.dim() {
+            shared.serving.store(serving_of(config, Arc::clone(t))?);
+            shared.paths.remove_reembed_files();
+            return Ok(None);
+        }
+    }
+    let ours = match &label {
+        Some(l) => l == primary.model_id(),
+        None => true,
+    };
+    anyhow::ensure!(
+        ours && store.dim() == primary.dim(),
+        "the event log's vectors were made by {} ({} dimensions), but this server embeds with \
+         {} ({} dimensions): vectors of two models cannot be compared. Start it with the \
+         model files of {} (--model-dir), or, to change models, start it with those and \
+         --reembed-to the new model's directory",
+        label.as_deref().unwrap_or("an unrecorded model"),
+        store.dim(),
+        primary.model_id(),
+        primary.dim(),
+        label.as_deref().unwrap_or("that model"),
+    );
+    if label.is_none() {
+        // Older records name no model: they are taken to be the configured model's.
+        let _ = store.label(primary.model_id());
+    }
+    target.map(|t| serving_of(config, t)).transpose()
+}
+
+/// The serving model of `embedder`, with a batching worker of its own.
+fn serving_of(config: &EngineConfig, embedder: Arc<dyn Embedder>) -> anyhow::Result<Arc<Serving>> {
+    let coalescer = crate::embed::Coalescer::start(
+        Arc::clone(&embedder),
+        config.embed_max_wait,
+        crate::embed::coalesce::DEFAULT_MAX_BATCH,
+    )
+    .map_err(|e| anyhow::anyhow!("starting the embedding worker: {e}"))?;
+    Ok(Arc::new(Serving {
+        embedder,
+        coalescer,
+    }))
 }
 
 fn create_dirs(paths: &Paths) -> anyhow::Result<()> {
@@ -314,7 +395,7 @@ fn start(
     log: Box<dyn EventLog>,
     audit: AuditAppender,
     config: EngineConfig,
-    embedder: Arc<dyn Embedder>,
+    walk_to: Option<Arc<Serving>>,
     dir_lock: std::fs::File,
 ) -> anyhow::Result<Engine> {
     let (tx, rx) = mpsc::channel();
@@ -336,14 +417,27 @@ fn start(
         Some(pool) => pool.clone(),
         None => CpuPool::new(config.cpu_threads).context("building the cpu pool")?,
     };
-    let coalescer = config.coalescer_for(&embedder)?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let walk = match walk_to {
+        Some(target) if !config.follower => Some(
+            reembed::start(
+                Arc::clone(&shared),
+                tx.clone(),
+                target,
+                config.passage,
+                Arc::clone(&stop),
+            )
+            .context("spawning the re-embedding thread")?,
+        ),
+        Some(_) | None => None,
+    };
     Ok(Engine {
         shared,
         tx,
-        embedder,
-        coalescer,
         cpu,
         config: Arc::new(config),
         writer_thread: Arc::new(parking_lot::Mutex::new(Some(handle))),
+        reembed_stop: stop,
+        reembed_thread: Arc::new(parking_lot::Mutex::new(walk)),
     })
 }

@@ -34,6 +34,8 @@ pub struct Paths {
     pub scope: PathBuf,
     /// The HNSW snapshot directory.
     pub hnsw: PathBuf,
+    /// Where a re-embedding keeps the vectors it made until it switches models.
+    pub reembed: PathBuf,
     /// The audit trail.
     pub audit: PathBuf,
     /// The secret of the trail's keyed hashes.
@@ -41,12 +43,23 @@ pub struct Paths {
 }
 
 impl Paths {
+    /// Removes every re-embedding side file (a compaction purged content they may hold,
+    /// or the switch made them useless).
+    pub fn remove_reembed_files(&self) {
+        if let Ok(entries) = std::fs::read_dir(&self.reembed) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// Paths under `data_dir`.
     pub fn new(data_dir: &std::path::Path) -> Self {
         Paths {
             log: data_dir.join("log").join("events.log"),
             scope: data_dir.join("index").join("scope"),
             hnsw: data_dir.join("index").join("hnsw"),
+            reembed: data_dir.join("index").join("reembed"),
             audit: data_dir.join("audit").join("audit.log"),
             hash_key: data_dir.join("audit").join("hash.key"),
         }
@@ -97,6 +110,31 @@ pub struct Shared {
     pub keyed: crate::audit::Keyed,
     /// File locations.
     pub paths: Paths,
+    /// The model writes and recalls embed with (the one that made `vectors`), and the
+    /// worker that batches their texts; replaced together with `vectors` when a
+    /// re-embedding switches models ([`super::reembed`]).
+    pub serving: ArcSwap<Serving>,
+    /// Bumped by every compaction: a re-embedding's vectors made before it are dropped
+    /// (they may hold purged content) and it starts again.
+    pub reembed_epoch: parking_lot::Mutex<u64>,
+    /// A re-embedding's progress, from its start until the engine stops.
+    pub reembed: RwLock<Option<super::reembed::ReembedStatus>>,
+}
+
+/// The model an engine embeds with, and its batching worker.
+pub struct Serving {
+    /// The model.
+    pub embedder: Arc<dyn crate::embed::Embedder>,
+    /// Batches concurrent texts into one call of `embedder`.
+    pub coalescer: crate::embed::Coalescer,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("model", &self.embedder.model_id())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {

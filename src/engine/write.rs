@@ -13,6 +13,8 @@
 //! another key's namespace. [`Engine::decide`] and [`Engine::store`] are the two halves
 //! bulk import uses to embed many decided writes in one model call.
 
+use std::sync::Arc;
+
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
@@ -90,6 +92,20 @@ impl Engine {
         self.write_inner(grant, input, wait_for, None).await
     }
 
+    /// [`Engine::write_embedded`] of a vector `model` made (embedded by this engine, which
+    /// took the serving model before it prepared the text).
+    pub(super) async fn write_tagged(
+        &self,
+        grant: &TenantGrant,
+        input: EventInput,
+        vector: Vec<f32>,
+        model: Arc<str>,
+        wait_for: bool,
+    ) -> Result<WriteOutcome, Error> {
+        self.write_inner(grant, input, wait_for, Some((vector, model)))
+            .await
+    }
+
     /// Like [`Engine::write`] with a precomputed vector of the event's passage text
     /// ([`Engine::passage_text`]; bulk loads, benchmarks).
     /// The vector must have the embedder's dimension; it is L2-normalised here.
@@ -100,7 +116,9 @@ impl Engine {
         vector: Vec<f32>,
         wait_for: bool,
     ) -> Result<WriteOutcome, Error> {
-        self.write_inner(grant, input, wait_for, Some(vector)).await
+        let model = self.serving_model();
+        self.write_inner(grant, input, wait_for, Some((vector, model)))
+            .await
     }
 
     async fn write_inner(
@@ -108,21 +126,26 @@ impl Engine {
         grant: &TenantGrant,
         input: EventInput,
         wait_for: bool,
-        vector: Option<Vec<f32>>,
+        vector: Option<(Vec<f32>, Arc<str>)>,
     ) -> Result<WriteOutcome, Error> {
         let decided = match self.decide(grant, input)? {
             Step::Answered(outcome) => return Ok(*outcome),
             Step::Decided(decided) => decided,
         };
-        let vector = match vector {
-            Some(v) => normalized(v, self.embedder.dim())?,
-            None => {
-                let input = &decided.input;
-                self.embed_one(self.passage_text(&input.actor_id, &input.summary))
-                    .await?
-            }
+        let (vector, model) = match vector {
+            Some((v, model)) => (normalized(v, self.embedder().dim())?, model),
+            None => self.embed_passage(&decided.input).await?,
         };
-        self.store(*decided, vector, wait_for).await
+        self.store(*decided, vector, model, wait_for).await
+    }
+
+    /// The vector of `input`'s passage and the model that made it.
+    async fn embed_passage(&self, input: &EventInput) -> Result<(Vec<f32>, Arc<str>), Error> {
+        let model = self.serving_model();
+        let vector = self
+            .embed_one(self.passage_text(&input.actor_id, &input.summary))
+            .await?;
+        Ok((vector, model))
     }
 
     /// Everything of a write up to its vector: the actor check, the stored id, the
@@ -170,6 +193,7 @@ impl Engine {
         &self,
         decided: Decided,
         vector: Vec<f32>,
+        model: Arc<str>,
         wait_for: bool,
     ) -> Result<WriteOutcome, Error> {
         let Decided {
@@ -178,7 +202,7 @@ impl Engine {
             decision,
             input_hash,
         } = decided;
-        let pending = PendingPut {
+        let mut pending = PendingPut {
             tenant: grant.tenant().to_string(),
             key_id: grant.key_id().to_string(),
             grant: grant.clone(),
@@ -187,8 +211,23 @@ impl Engine {
             decision,
             policy_version: self.config.policy.version.clone(),
             vector,
+            model,
         };
-        let mut outcome = self.send_put(pending).await?;
+        // A re-embedding may switch models between the embedding and the writer: the
+        // writer then refuses the vector, and the passage is embedded again with the new
+        // model (a switch is rare; two in a row rarer still).
+        let mut tries = 0;
+        let mut outcome = loop {
+            tries += 1;
+            match self.send_put(pending.clone()).await {
+                Err(Error::ModelChanged) if tries < 3 => {
+                    let (vector, model) = self.embed_passage(&pending.input).await?;
+                    pending.vector = vector;
+                    pending.model = model;
+                }
+                other => break other?,
+            }
+        };
         outcome.hidden_from_writer = hidden_from(&grant, &outcome.event);
         if wait_for {
             self.refresh().await?;
@@ -288,6 +327,7 @@ impl Engine {
             PutReply::NotFound(id) => Err(Error::NotFound(id)),
             PutReply::Conflict(c) => Err(c.into()),
             PutReply::Unavailable(e) => Err(e.into()),
+            PutReply::ModelChanged => Err(Error::ModelChanged),
         }
     }
 

@@ -157,6 +157,10 @@ pub struct PutRecord {
     pub key_id: String,
     /// The policy decision that admitted it.
     pub decision: Decision,
+    /// The model that made `vector` (absent in records of older versions, whose vectors are
+    /// taken to be the store's model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The summary's embedding.
     #[serde(skip)]
     pub vector: Vec<f32>,
@@ -300,6 +304,7 @@ mod tests {
             decision: Decision::Allow {
                 reason: "episodic_write_policy_passed".into(),
             },
+            model: Some("m-1".into()),
             vector: vec![0.25, -1.5, f32::MIN_POSITIVE],
         }
     }

@@ -11,7 +11,7 @@ use crate::common::{event, App, ADMIN};
 
 /// Every route the server answers, as `METHOD path-template`. Adding a route means adding
 /// it here and to the spec (the test fails until both agree).
-const ROUTES: [&str; 37] = [
+const ROUTES: [&str; 38] = [
     "GET /healthz",
     "GET /readyz",
     "GET /metrics",
@@ -34,6 +34,7 @@ const ROUTES: [&str; 37] = [
     "POST /v1/reviews/{eventId}/reject",
     "GET /v1/audit",
     "POST /v1/admin/compact",
+    "GET /v1/admin/reembed",
     "POST /v1/admin/backup",
     "GET /v1/export",
     "POST /v1/import",

@@ -48,6 +48,7 @@ mod nats_node;
 mod nats_pin;
 mod partitioned;
 mod races;
+mod reembed;
 mod scope_lists;
 mod server_binary;
 mod soak;

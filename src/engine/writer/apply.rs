@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::{index_delete, index_put, WriterError};
 use crate::engine::shared::Shared;
+use crate::index::vector::VectorStore;
 use crate::model::{Decision, EventStatus};
 use crate::read::{Entry, Tombstone, NONE};
 use crate::store::record::{
@@ -29,7 +30,7 @@ pub(crate) fn apply_put(
 ) -> Result<(), WriterError> {
     let mut table = shared.table.write();
     let doc = put.doc;
-    push_vector(shared, doc, &put.vector)?;
+    push_vector(shared, doc, &put.vector, put.model.as_deref())?;
     if matches!(put.decision, Decision::Allow { .. }) {
         for old in &put.event.supersedes_event_ids {
             table.mark_superseded(
@@ -66,9 +67,30 @@ pub(crate) fn apply_put(
     Ok(())
 }
 
-/// Appends `v` at `doc`, padding gaps left by compaction with zero vectors.
-fn push_vector(shared: &Shared, doc: u32, v: &[f32]) -> Result<(), WriterError> {
+/// Appends `v`, made by `model` (unrecorded in older records), at `doc`, padding gaps left
+/// by compaction with zero vectors. An engine opened without a model (offline maintenance,
+/// whose store has dimension 0) takes the dimension of the first vector and the first model
+/// named; otherwise a vector of another model than the store's is refused.
+fn push_vector(
+    shared: &Shared,
+    doc: u32,
+    v: &[f32],
+    model: Option<&str>,
+) -> Result<(), WriterError> {
+    if shared.vectors.load().dim() == 0 && !v.is_empty() {
+        // Only at open, before any reader: nothing is stored yet in a store of dimension 0.
+        shared.vectors.store(Arc::new(VectorStore::new(v.len())));
+    }
     let store = shared.vectors.load();
+    if let Some(found) = model {
+        store
+            .label(found)
+            .map_err(|held| WriterError::ModelMismatch {
+                doc,
+                found: found.to_string(),
+                store: held,
+            })?;
+    }
     while (store.len() as u32) < doc {
         let gap = store.len() as u32;
         store.push(gap, &vec![0.0; store.dim()])?;
@@ -137,7 +159,7 @@ pub(crate) fn apply_tombstone(
     t: TombstoneRecord,
 ) -> Result<(), WriterError> {
     let dim = shared.vectors.load().dim();
-    push_vector(shared, t.doc, &vec![0.0; dim])?;
+    push_vector(shared, t.doc, &vec![0.0; dim], None)?;
     shared.table.write().push_tombstone(Tombstone {
         doc: t.doc,
         seq,

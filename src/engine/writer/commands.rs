@@ -5,16 +5,19 @@
 //! and audit entries are durable (see [`super::Writer`]); `Audit` and `Refresh` change no
 //! stored state; nothing but the writer thread receives these commands.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
 use super::{
     Barrier, CompactReport, DeleteReply, ErasureReceipt, PendingPut, PutReply, ReevaluationReport,
-    ReviewFailure, ReviewOutcome, WriterError,
+    ReviewFailure, ReviewOutcome, Switch, WriterError,
 };
 use crate::audit::AuditEntry;
 use crate::auth::TenantGrant;
+use crate::engine::shared::Serving;
+use crate::index::vector::VectorStore;
 
 /// Commands for the writer thread.
 #[derive(Debug)]
@@ -110,10 +113,45 @@ pub enum Command {
         /// Reply.
         reply: oneshot::Sender<Result<CompactReport, WriterError>>,
     },
+    /// Switch to a re-embedding's vectors and model, if they cover every internal id given
+    /// and no compaction ran since the re-embedding's `epoch` ([`crate::engine`]'s
+    /// `reembed`): the log is rewritten with them, then they serve.
+    SwitchModel {
+        /// The new vectors, labelled with their model.
+        next: Arc<VectorStore>,
+        /// The model that made them, and its batching worker.
+        serving: Arc<Serving>,
+        /// The re-embedding's epoch.
+        epoch: u64,
+        /// Embeds the ids written since the vectors were made, when they are few.
+        fill: Fill,
+        /// Reply.
+        reply: oneshot::Sender<Result<Switch, WriterError>>,
+    },
     /// Take an online backup's barrier: the log and the audit trail as they stand.
     Backup(oneshot::Sender<Result<Barrier, WriterError>>),
     /// Flush indexes and stop.
     Shutdown(oneshot::Sender<()>),
+}
+
+/// Most ids a re-embedding may lack when it asks to switch: the writer embeds them itself
+/// ([`Command::SwitchModel`]), holding writes for as long as that takes.
+pub const SWITCH_TAIL: usize = 32;
+
+/// Embeds a re-embedding's vectors of the ids from the store's length up to the given
+/// one into it (the writer's part of a switch, [`Command::SwitchModel`]).
+pub struct Fill(
+    #[allow(clippy::type_complexity)]
+    pub  Box<
+        dyn FnOnce(&crate::engine::shared::Shared, &VectorStore, usize) -> Result<(), String>
+            + Send,
+    >,
+);
+
+impl std::fmt::Debug for Fill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fill")
+    }
 }
 
 /// Writer tuning.

@@ -17,15 +17,27 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{Writer, WriterError};
+use super::{Fill, Writer, WriterError, SWITCH_TAIL};
 use crate::audit::{AuditAction, AuditEntry};
-use crate::engine::shared::ALL_TENANTS;
+use crate::engine::shared::{Serving, ALL_TENANTS};
 use crate::engine::{graphs, partitions};
 use crate::index::vector::{HnswIndex, VectorStore};
 use crate::model::Timestamp;
 use crate::read::{Slot, Tombstone};
 use crate::store::record::{encode, PutRecord, Record, TombstoneRecord};
 use crate::store::LogRecord;
+
+/// What the writer made of a re-embedding's request to switch models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// The log holds the new vectors, and they serve.
+    Switched,
+    /// Events were written since the vectors were made: embed them too, and ask again.
+    Behind,
+    /// A compaction ran since the re-embedding started: its vectors may hold purged
+    /// content; start again.
+    Stale,
+}
 
 /// What a compaction did (store-wide: only the admin, or the offline command, compacts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -48,17 +60,81 @@ impl Writer {
     /// Audited once per tenant with that tenant's purged ids (what it needs to prove the
     /// purge), and once for the store with the sizes (no tenant sees another's volume).
     pub(super) fn compact(&mut self, key_id: &str) -> Result<CompactReport, WriterError> {
+        self.compact_into(key_id, None)
+    }
+
+    /// Switches to a re-embedding's vectors (see [`Switch`]): a compaction that writes them
+    /// into the log, then serves them with their model.
+    pub(super) fn switch_model(
+        &mut self,
+        next: Arc<VectorStore>,
+        serving: Arc<Serving>,
+        epoch: u64,
+        fill: Fill,
+    ) -> Result<Switch, WriterError> {
+        if *self.shared.reembed_epoch.lock() != epoch {
+            return Ok(Switch::Stale);
+        }
+        if self.following {
+            return Err(WriterError::Following(
+                "a standby cannot switch models; its writer does".into(),
+            ));
+        }
+        let upto = self.shared.table.read().next_doc() as usize;
+        if next.len() + SWITCH_TAIL < upto {
+            return Ok(Switch::Behind);
+        }
+        if next.len() < upto {
+            // A few writes came since the walk was level: embed them here (writes wait
+            // that long), or a steady stream of writes would keep the walk behind.
+            if let Err(e) = (fill.0)(&self.shared, &next, upto) {
+                tracing::warn!(error = %e, "embedding the last events of a re-embedding failed");
+                return Ok(Switch::Behind);
+            }
+        }
+        self.compact_into("reembed", Some((next, serving)))?;
+        Ok(Switch::Switched)
+    }
+
+    /// A compaction; with `next`, one that writes `next`'s vectors into the log and then
+    /// serves them with their model. Without it, a re-embedding under way starts again.
+    fn compact_into(
+        &mut self,
+        key_id: &str,
+        next: Option<(Arc<VectorStore>, Arc<Serving>)>,
+    ) -> Result<CompactReport, WriterError> {
         self.sweep_expired();
         self.commit_scope();
         let before = self.log.size_bytes();
-        let (records, purged) = self.compacted_records()?;
+        let vectors = match &next {
+            Some((v, _)) => Arc::clone(v),
+            None => self.shared.vectors.load_full(),
+        };
+        let (records, purged) = self.compacted_records(&vectors)?;
         // A stream's rotation copies the whole log: skipped when it would drop nothing
         // (deletions erased their records at once; the rotation is for what remains).
-        // An eviction rotates even then: the evicted tenant's records must go.
-        if !(self.log.erases_in_place() && purged.is_empty()) || self.rotate_evicted {
+        // An eviction rotates even then: the evicted tenant's records must go. A switch of
+        // models always rewrites.
+        if next.is_some()
+            || !(self.log.erases_in_place() && purged.is_empty())
+            || self.rotate_evicted
+        {
             self.log.rewrite(&records)?;
             self.rotate_evicted = false;
         }
+        let switched_to = match next {
+            Some((vectors, serving)) => {
+                let model = serving.embedder.model_id().to_string();
+                self.shared.vectors.store(vectors);
+                self.shared.serving.store(serving);
+                Some(model)
+            }
+            None => {
+                *self.shared.reembed_epoch.lock() += 1;
+                self.shared.paths.remove_reembed_files();
+                None
+            }
+        };
         self.mark_purged();
         self.shared.scope.merge_all()?;
         let live = self.rebuild_vectors()?;
@@ -84,12 +160,15 @@ impl Writer {
                 detail,
             ));
         }
-        let detail = json!({
+        let mut detail = json!({
             "purged": report.purged_event_ids.len(),
             "logBytesBefore": before,
             "logBytesAfter": report.log_bytes_after,
             "liveEvents": live,
         });
+        if let Some(model) = switched_to {
+            detail["reembeddedTo"] = model.into();
+        }
         self.audit.record(AuditEntry::new(
             ALL_TENANTS,
             key_id,
@@ -103,9 +182,11 @@ impl Writer {
     /// The new log (live events as they are now, tombstones, then a marker), and
     /// `(tenant, id)` of every event whose content it purges.
     #[allow(clippy::type_complexity)]
-    fn compacted_records(&self) -> Result<(Vec<LogRecord>, Vec<(String, String)>), WriterError> {
+    fn compacted_records(
+        &self,
+        vectors: &VectorStore,
+    ) -> Result<(Vec<LogRecord>, Vec<(String, String)>), WriterError> {
         let table = self.shared.table.read();
-        let vectors = self.shared.vectors.load();
         let mut out: Vec<(u64, Record)> = Vec::new();
         let mut purged = Vec::new();
         for slot in table.slots() {
@@ -122,7 +203,7 @@ impl Writer {
                     purged.push((t.tenant_id.clone(), t.event_id.clone()));
                 }
             }
-            if let Some(record) = slot_record(slot, &vectors)? {
+            if let Some(record) = slot_record(slot, vectors)? {
                 out.push(record);
             }
         }
@@ -163,7 +244,10 @@ impl Writer {
     fn rebuild_vectors(&mut self) -> Result<usize, WriterError> {
         let old = self.shared.vectors.load_full();
         let table = self.shared.table.read();
-        let store = VectorStore::new(old.dim());
+        let store = match old.model() {
+            Some(model) => VectorStore::for_model(model, old.dim()),
+            None => VectorStore::new(old.dim()),
+        };
         let zero = vec![0.0; old.dim()];
         let mut live: Vec<(u32, Vec<f32>)> = Vec::new();
         for (doc, slot) in table.slots().iter().enumerate() {
@@ -210,6 +294,7 @@ pub(super) fn slot_record(
                 input_hash: e.input_hash.clone(),
                 key_id: e.key_id.clone(),
                 decision: e.decision.clone(),
+                model: vectors.model().map(str::to_string),
                 vector,
             };
             Some((e.seq, Record::Put(put)))

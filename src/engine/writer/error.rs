@@ -27,6 +27,20 @@ pub enum WriterError {
     /// The vector store or HNSW graph refused a vector.
     #[error(transparent)]
     Vectors(#[from] VectorError),
+    /// A logged vector was made by another model than the store's: vectors of two models
+    /// are not comparable, so the store refuses to mix them.
+    #[error(
+        "the vector of internal id {doc} was made by model {found}, but this store's vectors \
+         are {store}'s: start the server with {found}'s model files, or re-embed"
+    )]
+    ModelMismatch {
+        /// The event's internal id.
+        doc: u32,
+        /// The model the record names.
+        found: String,
+        /// The store's model.
+        store: String,
+    },
     /// Compaction found a live event without its vector.
     #[error("vector {doc} missing")]
     MissingVector {

@@ -80,9 +80,9 @@ use crate::store::EventLog;
 use apply::{apply_delete, apply_put, apply_requeue, apply_review, apply_tombstone};
 pub use backup::Barrier;
 pub(crate) use catch_up::catch_up;
-pub use commands::{Command, WriterConfig};
+pub use commands::{Command, Fill, WriterConfig, SWITCH_TAIL};
 use compaction::slot_record;
-pub use compaction::CompactReport;
+pub use compaction::{CompactReport, Switch};
 pub use error::{Conflict, Refusal, ReviewFailure, WriterError};
 pub use lifecycle::{DeleteReply, ErasureReceipt, Kept, Receipt};
 pub(crate) use moving::tenant_records;
@@ -186,6 +186,7 @@ impl Writer {
                 | Command::Freeze { .. }
                 | Command::Thaw { .. }
                 | Command::Evict { .. }
+                | Command::SwitchModel { .. }
                 | Command::Backup(_)) => batch.others.push(other),
             }
             if batch.shutdown.is_none() && batch.puts.len() < self.config.max_batch {
@@ -309,6 +310,16 @@ impl Writer {
             }
             Command::Backup(reply) => {
                 let _ = reply.send(self.backup_barrier());
+            }
+            Command::SwitchModel {
+                next,
+                serving,
+                epoch,
+                fill,
+                reply,
+            } => {
+                let r = self.switch_model(next, serving, epoch, fill);
+                self.answer(reply, r);
             }
             Command::Put(..) | Command::Audit(_) | Command::Refresh(_) | Command::Shutdown(_) => {}
         }

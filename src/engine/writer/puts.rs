@@ -24,7 +24,7 @@ use crate::read::{Lookup, Visible};
 use crate::store::record::{encode, PutRecord, Record};
 
 /// A write the handler has validated, decided and embedded.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PendingPut {
     /// The writer's grant (supersession targets must be inside it).
     pub grant: TenantGrant,
@@ -42,6 +42,10 @@ pub struct PendingPut {
     pub policy_version: String,
     /// The summary's embedding.
     pub vector: Vec<f32>,
+    /// The model that made `vector`: a put whose model is no longer the store's (a
+    /// re-embedding switched models after it was embedded) is answered
+    /// [`PutReply::ModelChanged`], and embedded again.
+    pub model: Arc<str>,
 }
 
 /// What the writer answers for one put.
@@ -57,6 +61,9 @@ pub enum PutReply {
     Conflict(Conflict),
     /// The log could not be written; nothing was acknowledged.
     Unavailable(WriterError),
+    /// The vector was made by another model than the store's (it switched meanwhile):
+    /// nothing was stored; embed again with the serving model.
+    ModelChanged,
 }
 
 /// Decisions taken for one batch before the fsync.
@@ -147,6 +154,10 @@ impl Writer {
         plan: &BatchPlan,
         recorded_at: Timestamp,
     ) -> Result<PutRecord, PutReply> {
+        let model = self.shared.vectors.load().model().map(str::to_string);
+        if model.as_deref() != Some(&*p.model) {
+            return Err(PutReply::ModelChanged);
+        }
         let event_id = match &p.input.event_id {
             Some(id) => {
                 self.check_idempotent(p, id, plan)?;
@@ -180,6 +191,7 @@ impl Writer {
             input_hash: p.input_hash.clone(),
             key_id: p.key_id.clone(),
             decision: p.decision.clone(),
+            model,
             vector: p.vector.clone(),
         })
     }

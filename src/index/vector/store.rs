@@ -97,6 +97,8 @@ impl Lane {
 /// vector it keeps its 8-bit code ([`quant`]), which broad scopes scan first.
 pub struct VectorStore {
     dim: usize,
+    /// The model that made the vectors, once known; never changes after it is set.
+    model: std::sync::OnceLock<String>,
     vectors: Lane,
     /// The code block of each sealed chunk, once coded (see [`VectorStore::push`]).
     codes: Codes,
@@ -108,6 +110,7 @@ impl std::fmt::Debug for VectorStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VectorStore")
             .field("dim", &self.dim)
+            .field("model", &self.model())
             .field("len", &self.len())
             .finish()
     }
@@ -118,10 +121,32 @@ impl VectorStore {
     pub fn new(dim: usize) -> Self {
         Self {
             dim,
+            model: std::sync::OnceLock::new(),
             vectors: Lane::new(dim),
             codes: Codes::default(),
             len: AtomicUsize::new(0),
             append_lock: Mutex::new(()),
+        }
+    }
+
+    /// Creates an empty store for vectors of `dim` components made by `model`.
+    pub fn for_model(model: &str, dim: usize) -> Self {
+        let store = Self::new(dim);
+        let _ = store.model.set(model.to_string());
+        store
+    }
+
+    /// The model that made the vectors, when the store was created for one or labelled.
+    pub fn model(&self) -> Option<&str> {
+        self.model.get().map(String::as_str)
+    }
+
+    /// Labels the store with the model that made its vectors, if it has no label yet; the
+    /// label it holds, when that differs from `model`.
+    pub fn label(&self, model: &str) -> Result<(), String> {
+        match self.model.get_or_init(|| model.to_string()) {
+            held if held == model => Ok(()),
+            held => Err(held.clone()),
         }
     }
 
