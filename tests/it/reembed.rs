@@ -385,3 +385,42 @@ fn the_admin_route_names_the_serving_model_and_only_the_admin_sees_it() {
         assert_eq!(status, 401);
     });
 }
+
+#[test]
+fn a_write_embedded_with_the_old_model_across_the_switch_is_embedded_again() {
+    let dir = tempfile::tempdir().expect("tmp");
+    rt().block_on(async {
+        let e = open(dir.path(), HashingEmbedder::new(), None).expect("open");
+        write(&e, 0, 3).await;
+        e.shutdown().await;
+    });
+    // The old model takes 600 ms per call, the walk 200 ms per batch: a write started at
+    // once is embedded with the old model, and reaches the writer after the switch.
+    let old_calls = {
+        let mut c = EngineConfig::new(dir.path().to_path_buf());
+        let target = slow_target(200);
+        c.reembed_to = Some(ReembedTarget(Arc::clone(&target) as Arc<dyn Embedder>));
+        let old = Arc::new(Slow {
+            inner: HashingEmbedder::new(),
+            delay: Duration::from_millis(600),
+            calls: AtomicUsize::new(0),
+        });
+        let e = Engine::open(c, Arc::clone(&old) as Arc<dyn Embedder>).expect("open");
+        rt().block_on(async {
+            let out = e
+                .write(&grant("acme"), input(&body(3)), false)
+                .await
+                .expect("write");
+            wait_complete(&e).await;
+            assert_eq!(e.model_status().model, "hashing-test-256");
+            assert_eq!(assert_vectors_are(&e, &target_model()), 4);
+            assert!(e.get(&grant("acme"), &out.event.event_id).is_ok());
+            e.shutdown().await;
+        });
+        old.calls.load(Ordering::Relaxed)
+    };
+    assert_eq!(
+        old_calls, 1,
+        "the write was not embedded with the old model first"
+    );
+}
