@@ -38,6 +38,8 @@ pub struct EventDraft {
     pub occurred_at: Timestamp,
     /// Who.
     pub actor_id: String,
+    /// Names a query may call the actor by (empty when none).
+    pub actor_names: Vec<String>,
     /// Project, if any.
     pub project_id: Option<String>,
     /// What it is about, or `[]`.
@@ -69,6 +71,7 @@ impl From<EventInput> for EventDraft {
             event_type: Some(e.event_type),
             occurred_at: e.occurred_at,
             actor_id: e.actor_id,
+            actor_names: e.actor_names,
             project_id: e.project_id,
             resource_refs: Some(e.resource_refs),
             summary: e.summary,
@@ -116,6 +119,11 @@ pub struct EventWrite {
     /// correction_received, task_milestone, human_approval, tool_observed_event,
     /// incident_or_failure). Omitted: the observe classifier's type for the summary.
     pub event_type: Option<String>,
+    /// Names a query may call the actor by, the first its display name (at most 4, each up
+    /// to 64 bytes with a letter or digit): a query that names one ranks the actor's events
+    /// as if it named the id, for keys that may see an event carrying the name.
+    #[schema(max_items = 4)]
+    pub actor_names: Option<Vec<String>>,
     /// Project, if any.
     #[schema(min_length = 1, max_length = 256)]
     pub project_id: Option<String>,
@@ -206,6 +214,7 @@ impl EventDraft {
             event_type: self.event_type?,
             occurred_at: self.occurred_at,
             actor_id: self.actor_id,
+            actor_names: self.actor_names,
             project_id: self.project_id,
             resource_refs: self.resource_refs?,
             summary: self.summary,
@@ -345,6 +354,7 @@ impl EventDraft {
             event_type,
             occurred_at: self.occurred_at,
             actor_id: self.actor_id,
+            actor_names: self.actor_names,
             project_id: self.project_id,
             resource_refs,
             summary: self.summary,
@@ -375,6 +385,7 @@ mod tests {
             event_type: None,
             occurred_at: t("2026-06-17T09:20:00Z"),
             actor_id: "user:dana".into(),
+            actor_names: Vec::new(),
             project_id: None,
             resource_refs: None,
             summary: "Dana asked for renewal notices by email".into(),

@@ -225,6 +225,12 @@ pub struct EventInput {
     /// Who the event is about or by.
     #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub actor_id: String,
+    /// Names a query may call the actor by, the first its display name (at most 4, each up
+    /// to 64 bytes with a letter or digit): a query that names one ranks the actor's events
+    /// as if it named the id. Stored, returned, exported and erased with the event, and seen
+    /// only by keys that may see the event.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub actor_names: Vec<String>,
     /// Project, if any.
     #[schema(min_length = 1, max_length = 256, pattern = "\\S")]
     pub project_id: Option<String>,
@@ -272,6 +278,9 @@ pub struct StoredEvent {
     pub recorded_at: Timestamp,
     /// Who did or said it.
     pub actor_id: String,
+    /// Names a query may call the actor by, the first its display name (omitted when none).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub actor_names: Vec<String>,
     /// Owning tenant, always from the writer's key.
     pub tenant_id: String,
     /// Project, if any.
@@ -332,6 +341,7 @@ impl EventInput {
             event_type: e.event_type.clone(),
             occurred_at: e.occurred_at,
             actor_id: e.actor_id.clone(),
+            actor_names: e.actor_names.clone(),
             project_id: e.project_id.clone(),
             resource_refs: e.resource_refs.clone(),
             summary: e.summary.clone(),
@@ -383,6 +393,7 @@ impl StoredEvent {
             occurred_at: input.occurred_at,
             recorded_at,
             actor_id: input.actor_id,
+            actor_names: input.actor_names,
             tenant_id: tenant_id.to_string(),
             project_id: input.project_id,
             resource_refs: input.resource_refs,

@@ -8,6 +8,7 @@
 //! the validator is pure (the caller supplies `now`).
 
 use serde_json::{Map, Value};
+use unicode_normalization::UnicodeNormalization;
 
 use super::draft::EventDraft;
 use super::event::{Confidence, EventInput, PrivacyClass, Retention, SourceTrust};
@@ -281,12 +282,13 @@ pub fn validate_event(
 
 /// The order [`read_fields`] reads a body's fields in (its errors come in this order, after
 /// those of unknown and server-owned fields).
-const READ_ORDER: [&str; 16] = [
+const READ_ORDER: [&str; 17] = [
     "eventId",
     "eventType",
     "occurredAt",
     "tenantId",
     "actorId",
+    "actorNames",
     "projectId",
     "resourceRefs",
     "summary",
@@ -349,6 +351,7 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
     let occurred_at = read_occurred_at(r, limits, now);
     read_tenant_id(r, limits);
     let actor_id = r.req_id("actorId", limits.max_ref_bytes);
+    let actor_names = read_actor_names(r);
     let project_id = r
         .opt_str("projectId")
         .and_then(|p| r.check_id("projectId", &p, limits.max_ref_bytes));
@@ -367,6 +370,7 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
         event_type: event_type?,
         occurred_at: occurred_at?,
         actor_id: actor_id?,
+        actor_names: actor_names?,
         project_id,
         resource_refs: resource_refs?,
         summary: summary?,
@@ -379,6 +383,47 @@ fn read_fields(r: &mut Reader<'_>, limits: &Limits, now: Timestamp) -> Option<Ev
         correction_path,
         metadata: metadata?,
     })
+}
+
+/// Most names an event may give its actor.
+pub const MAX_ACTOR_NAMES: usize = 4;
+/// Longest actor name, in bytes.
+pub const MAX_ACTOR_NAME_BYTES: usize = 64;
+
+/// Empty when absent or null; `None` when invalid. Each name is kept in NFC;
+/// it must hold a letter or digit (a name is matched by its words), and names repeated
+/// (ignoring case) are kept once.
+fn read_actor_names(r: &mut Reader<'_>) -> Option<Vec<String>> {
+    let names = r.opt_str_list("actorNames")?.unwrap_or_default();
+    if names.len() > MAX_ACTOR_NAMES {
+        r.fail(
+            "actorNames",
+            format!("may hold at most {MAX_ACTOR_NAMES} names"),
+        );
+        return None;
+    }
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    let mut ok = true;
+    for (i, name) in names.iter().enumerate() {
+        let name: String = name.nfc().collect();
+        let field = format!("actorNames[{i}]");
+        if name.len() > MAX_ACTOR_NAME_BYTES {
+            r.fail(
+                &field,
+                format!("must be at most {MAX_ACTOR_NAME_BYTES} bytes"),
+            );
+            ok = false;
+        } else if !name.chars().any(char::is_alphanumeric) {
+            r.fail(&field, "must hold a letter or digit");
+            ok = false;
+        } else if name.chars().any(char::is_control) {
+            r.fail(&field, "must not hold control characters");
+            ok = false;
+        } else if !out.iter().any(|n| n.to_lowercase() == name.to_lowercase()) {
+            out.push(name);
+        }
+    }
+    ok.then_some(out)
 }
 
 /// Empty when absent or null; `None` when invalid (each problem reported at its path).

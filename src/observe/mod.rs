@@ -223,6 +223,7 @@ pub fn candidate_input(
         event_type: c.verdict.event_type.to_string(),
         occurred_at: interaction.occurred_at,
         actor_id: interaction.actor_id.clone(),
+        actor_names: Vec::new(),
         project_id: interaction.project_id.clone(),
         resource_refs: interaction.resource_refs.clone(),
         summary: prepared.summary.clone(),

@@ -52,8 +52,8 @@ pub fn remedy(reason: &str) -> Option<String> {
     let (name, detail) = reason.split_once(':').unwrap_or((reason, ""));
     let fix = match name {
         extra_reasons::CONTAINS_CREDENTIAL => {
-            "remove the credential from summary, sourceRefs and resourceRefs (a secret is \
-             never stored); record that one exists without its value"
+            "remove the credential from summary, actorNames, sourceRefs, resourceRefs and \
+             metadata (a secret is never stored); record that one exists without its value"
                 .to_string()
         }
         reasons::SENSITIVE_EVENT_REQUIRES_EXPIRY => {
@@ -267,11 +267,12 @@ impl WritePolicy {
     }
 }
 
-/// The first credential in the event's free-text and reference fields and its metadata's
-/// string values.
+/// The first credential in the event's free-text, name and reference fields and its
+/// metadata's string values.
 fn credential_in(event: &EventInput) -> Option<CredentialKind> {
     let metadata = event.metadata.strings();
     std::iter::once(&event.summary)
+        .chain(&event.actor_names)
         .chain(&event.source_refs)
         .chain(&event.resource_refs)
         .chain(&metadata)
@@ -289,6 +290,7 @@ mod tests {
             event_type: "task_milestone".into(),
             occurred_at: Timestamp::parse("2026-06-17T09:20:00Z").expect("time"),
             actor_id: "a".into(),
+            actor_names: Vec::new(),
             project_id: None,
             resource_refs: vec![],
             summary: "s".into(),
@@ -425,6 +427,12 @@ mod tests {
         );
         let mut e = input();
         e.resource_refs = vec!["ghp_16C7e42F292c6912E7710c838347Ae178B4a".into()];
+        assert_eq!(
+            reason(&p.decide_now(&e)),
+            "contains_credential:github_token"
+        );
+        let mut e = input();
+        e.actor_names = vec!["ghp_16C7e42F292c6912E7710c838347Ae178B4a".into()];
         assert_eq!(
             reason(&p.decide_now(&e)),
             "contains_credential:github_token"

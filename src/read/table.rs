@@ -38,6 +38,8 @@ pub struct Table {
     slots: Vec<Slot>,
     heads: Vec<Head>,
     actors: Names,
+    /// The names events give their actors (`actorNames`), numbered.
+    given_names: Names,
     projects: Names,
     kinds: Names,
     /// tenant → its number and eventId → internal id (live or deleted).
@@ -171,11 +173,14 @@ impl Table {
         self.actors.names.get(n as usize).map(|s| &**s)
     }
 
-    /// `(number, id)` of the actors of `tenant` that `names`' query names and that have a
-    /// live event of class `ceiling` or below, by number; `allowed` further limits the actor
-    /// ids (a grant's actor limit). Any other actor's name is an ordinary word of the query,
-    /// exactly like a name no event ever had. Reads only the actors filed under the query's
-    /// words (`TenantActors`), not every actor of the tenant.
+    /// `(number, name)` of the actors of `tenant` that `names`' query names, by their id or
+    /// by a name an event gave them, and that are in reach of class `ceiling`: the actor has a
+    /// live event of that class or below, and for a given name such an event gives it.
+    /// `allowed` further limits the actor ids (a grant's actor limit). `name` is the id or
+    /// the given name the query used (an actor named both ways comes twice), sorted by
+    /// number. Any other name is an ordinary word of the query, exactly like a name no
+    /// event ever had. Reads only what is filed under the query's words (`TenantActors`),
+    /// not every actor of the tenant.
     pub fn actors_named(
         &self,
         tenant: &str,
@@ -189,9 +194,15 @@ impl Table {
         let mut out: Vec<(u32, &str)> = t
             .actors
             .filed_under(names)
-            .filter(|&n| t.actors.has_live_up_to(n, ceiling))
-            .filter_map(|n| Some((n, self.actor_name(n)?)))
-            .filter(|(_, id)| names.names(id) && allowed(id))
+            .filter(|&f| t.actors.in_reach(f, ceiling))
+            .filter_map(|f| {
+                let id = self.actor_name(f.actor)?;
+                let name = match f.name {
+                    super::actors::BY_ID => id,
+                    m => self.given_names.names.get(m as usize).map(|s| &**s)?,
+                };
+                (names.names(name) && allowed(id)).then_some((f.actor, name))
+            })
             .collect();
         out.sort_unstable();
         out
@@ -264,9 +275,19 @@ impl Table {
         let doc = entry.doc;
         entry.tenant = self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
         let actor = self.actors.number(&entry.event.actor_id);
+        let given: Vec<u32> = entry
+            .event
+            .actor_names
+            .iter()
+            .map(|n| self.given_names.number(n))
+            .collect();
         if let Some(t) = self.by_id.get_mut(&*entry.event.tenant_id) {
             t.actors.add(actor, &entry.event.actor_id);
             t.actors.count(actor, entry.event.privacy_class, 1);
+            for (&m, name) in given.iter().zip(&entry.event.actor_names) {
+                t.actors.add_given(actor, m, name);
+                t.actors.count_given(actor, m, entry.event.privacy_class, 1);
+            }
         }
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
@@ -377,8 +398,18 @@ impl Table {
         }
         self.expiring.retain(|d| *d != entry.doc);
         let actor = self.actors.number(&entry.event.actor_id);
+        let given: Vec<u32> = entry
+            .event
+            .actor_names
+            .iter()
+            .map(|n| self.given_names.number(n))
+            .collect();
         if let Some(t) = self.by_id.get_mut(tenant) {
             t.actors.count(actor, entry.event.privacy_class, -1);
+            for m in given {
+                t.actors
+                    .count_given(actor, m, entry.event.privacy_class, -1);
+            }
         }
         self.push_tombstone(Tombstone {
             doc: entry.doc,
@@ -543,6 +574,47 @@ pub(crate) mod tests {
                 |_| true
             )
             .is_empty());
+    }
+
+    /// A name an event gives its actor names the actor like its id does, for a grant that
+    /// can see an event giving it: not once that event is deleted, nor above its class.
+    #[test]
+    fn names_events_give_their_actors_name_them_within_reach() {
+        let mut t = Table::new(SubjectRule::OFF);
+        let mut named_event = event("e0", "user:u-7f3a", "s");
+        named_event.actor_names = vec!["Dana Smith".into(), "Dee".into()];
+        t.push(entry(0, named_event));
+        let mut private = event("e1", "user:u-91c2", "s");
+        private.actor_names = vec!["Ravi".into()];
+        private.privacy_class = PrivacyClass::Private;
+        t.push(entry(1, private));
+        t.push(entry(2, event("e2", "user:u-91c2", "s")));
+        let found = |t: &Table, q: &str, ceiling| {
+            t.actors_named("acme", &ActorNames::new(q), ceiling, |_| true)
+                .into_iter()
+                .map(|(_, name)| name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            found(&t, "what did dana smith ask?", PrivacyClass::Sensitive),
+            ["Dana Smith"]
+        );
+        assert_eq!(
+            found(&t, "what did Dee ask?", PrivacyClass::Sensitive),
+            ["Dee"]
+        );
+        assert!(
+            found(&t, "what did Dana ask?", PrivacyClass::Sensitive).is_empty(),
+            "every word of a name"
+        );
+        // Ravi is given only on a private event: out of an internal grant's reach, although
+        // the actor has an internal event.
+        assert_eq!(found(&t, "Ravi's plan", PrivacyClass::Private), ["Ravi"]);
+        assert!(found(&t, "Ravi's plan", PrivacyClass::Internal).is_empty());
+        // Deleting the event that gave the names takes them away.
+        t.delete("acme", "e0", crate::model::Timestamp::now());
+        assert!(found(&t, "what did Dee ask?", PrivacyClass::Sensitive).is_empty());
+        assert!(found(&t, "what did user u-7f3a ask?", PrivacyClass::Sensitive).is_empty());
     }
 
     /// Only actors with a live event the grant could see are named: not one whose events

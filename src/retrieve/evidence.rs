@@ -94,6 +94,7 @@ mod tests {
             occurred_at: Timestamp::parse("2026-06-17T09:20:00Z").expect("t"),
             recorded_at: Timestamp::parse("2026-06-17T09:21:00Z").expect("t"),
             actor_id: "u".into(),
+            actor_names: Vec::new(),
             tenant_id: "t".into(),
             project_id: None,
             resource_refs: vec![],

@@ -29,9 +29,11 @@ impl QueryRead {
             let names = ActorNames::new(query);
             let ceiling = grant.max_privacy_class();
             let allowed = |actor: &str| grant.allows_actor(actor);
-            for (n, id) in table.actors_named(grant.tenant(), &names, ceiling, allowed) {
-                named.push(n);
-                ids.push(id.to_string());
+            for (n, name) in table.actors_named(grant.tenant(), &names, ceiling, allowed) {
+                if named.last() != Some(&n) {
+                    named.push(n);
+                }
+                ids.push(name.to_string());
             }
         }
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();

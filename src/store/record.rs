@@ -278,6 +278,7 @@ mod tests {
                 occurred_at: Timestamp::parse("2026-06-17T09:20:00Z").expect("t"),
                 recorded_at: Timestamp::parse("2026-06-17T09:20:01.5Z").expect("t"),
                 actor_id: "a".into(),
+                actor_names: Vec::new(),
                 tenant_id: "t".into(),
                 project_id: Some("p".into()),
                 resource_refs: vec!["r".into()],

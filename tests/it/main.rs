@@ -1,5 +1,6 @@
 //! HTTP-level integration tests with the real embedding model.
 
+mod actor_names;
 mod cli_keys;
 mod cli_transfer;
 mod clients_python;

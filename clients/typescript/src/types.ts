@@ -27,6 +27,7 @@ export interface EventWrite {
   sourceRefs: string[];
   eventId?: string | null;
   eventType?: string | null;
+  actorNames?: string[] | null;
   projectId?: string | null;
   resourceRefs?: string[] | null;
   sourceTrust?: SourceTrust | null;
@@ -72,6 +73,7 @@ export interface StoredEvent {
   projectId?: string | null;
   metadata?: Record<string, MetadataValue>;
   contentWarnings?: string[];
+  actorNames?: string[];
   supersededBy?: string | null;
   supersededAt?: string | null;
 }

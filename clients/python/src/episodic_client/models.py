@@ -64,6 +64,7 @@ class EventWrite(_EventWriteRequired, total=False):
 
     eventId: Optional[str]
     eventType: Optional[str]
+    actorNames: Optional[List[str]]
     projectId: Optional[str]
     resourceRefs: Optional[List[str]]
     sourceTrust: Optional[str]
@@ -115,6 +116,7 @@ class StoredEvent(_StoredEventRequired, total=False):
     projectId: Optional[str]
     metadata: Dict[str, Any]
     contentWarnings: List[str]
+    actorNames: List[str]
     supersededBy: Optional[str]
     supersededAt: Optional[str]
 
