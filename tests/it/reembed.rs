@@ -424,3 +424,101 @@ fn a_write_embedded_with_the_old_model_across_the_switch_is_embedded_again() {
         "the write was not embedded with the old model first"
     );
 }
+
+/// The second model (`models/mpnet`, `bash models/mpnet/fetch.sh`), loaded once.
+fn mpnet() -> Arc<dyn Embedder> {
+    static MODEL: std::sync::OnceLock<Arc<dyn Embedder>> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let dir = crate::common::model_dir().join("mpnet");
+            Arc::new(
+                episodic::embed::FastEmbedder::load(&dir)
+                    .expect("model files present: run bash models/mpnet/fetch.sh"),
+            )
+        })
+        .clone()
+}
+
+#[test]
+fn the_second_model_gives_a_text_the_same_vector_alone_and_in_a_batch() {
+    let m = mpnet();
+    assert_eq!((m.model_id(), m.dim()), ("all-mpnet-base-v2", 768));
+    let texts = [
+        "Dana asked for renewal notices by email instead of post.",
+        "ok",
+        "The quarterly review covered churn, renewals, pricing and the billing migration.",
+        "Melanie painted a sunset over the lake last weekend and wants to show it at the fair.",
+    ];
+    let batch = m.embed(&texts).expect("embeds");
+    for (t, v) in texts.iter().zip(&batch) {
+        let alone = m.embed(&[t]).expect("embeds").remove(0);
+        let cos: f32 = alone.iter().zip(v).map(|(a, b)| a * b).sum();
+        assert!(
+            cos > 0.99999,
+            "{t:?}: cosine {cos} alone against in a batch"
+        );
+    }
+    // A paraphrase is closer than an unrelated sentence.
+    let v = m
+        .embed(&[
+            "A man is eating food.",
+            "A man is eating a piece of bread.",
+            "A man is riding a horse.",
+        ])
+        .expect("embeds");
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    assert!(cos(&v[0], &v[1]) > cos(&v[0], &v[2]) + 0.2);
+}
+
+#[test]
+fn a_store_moves_from_the_default_model_to_the_second_one_online() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let minilm: Arc<dyn Embedder> = crate::common::real_model();
+    let topics = [
+        "renewal notices by email",
+        "the billing migration",
+        "a sunset painting",
+        "the support backlog",
+    ];
+    rt().block_on(async {
+        let e = Engine::open(
+            EngineConfig::new(dir.path().to_path_buf()),
+            Arc::clone(&minilm),
+        )
+        .expect("open");
+        for i in 0..40 {
+            let mut b = body(i);
+            b["summary"] = json!(format!("Note {i}: the team discussed {}", topics[i % 4]));
+            e.write(&grant(TENANTS[i % 2]), input(&b), false)
+                .await
+                .expect("write");
+        }
+        e.shutdown().await;
+
+        let mut c = EngineConfig::new(dir.path().to_path_buf());
+        c.reembed_to = Some(ReembedTarget(mpnet()));
+        let e = Engine::open(c, Arc::clone(&minilm)).expect("open with a target");
+        wait_complete(&e).await;
+        let status = e.model_status();
+        assert_eq!(
+            (status.model.as_str(), status.dim),
+            ("all-mpnet-base-v2", 768)
+        );
+        assert_eq!(assert_vectors_are(&e, &*mpnet()), 40);
+        let mut req = recall_request(Scope::default(), 5);
+        req.query = "who talked about the painting of a sunset?".into();
+        let hits = e.recall(&grant("acme"), req).await.expect("recall").results;
+        assert!(
+            hits[0].event.summary.contains("sunset"),
+            "{:?}",
+            hits[0].event.summary
+        );
+        e.shutdown().await;
+    });
+    // The default model alone no longer opens it.
+    let err = Engine::open(EngineConfig::new(dir.path().to_path_buf()), minilm)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("all-mpnet-base-v2 (768 dimensions)"), "{err}");
+}
