@@ -111,11 +111,15 @@ impl TenantActors {
         }
     }
 
-    /// Counts one live event of actor `n` giving it name `m`, of class `class`, in or out.
-    pub(super) fn count_given(&mut self, n: u32, m: u32, class: PrivacyClass, delta: i32) {
-        let counts = self.given.entry((n, m)).or_default();
-        let slot = &mut counts[class_index(class)];
-        *slot = slot.saturating_add_signed(delta);
+    /// Counts one live event of actor `n`, giving it the names `given`, of class `class`, in
+    /// (`+1`) or out (`-1`).
+    pub(super) fn count_event(&mut self, n: u32, given: &[u32], class: PrivacyClass, delta: i32) {
+        self.count(n, class, delta);
+        for &m in given {
+            let counts = self.given.entry((n, m)).or_default();
+            let slot = &mut counts[class_index(class)];
+            *slot = slot.saturating_add_signed(delta);
+        }
     }
 
     /// Whether `filed` is in reach of a grant of privacy ceiling `ceiling`: its actor has a
@@ -130,7 +134,7 @@ impl TenantActors {
     }
 
     /// Counts one live event of actor `n` and class `class` in (`+1`) or out (`-1`).
-    pub(super) fn count(&mut self, n: u32, class: PrivacyClass, delta: i32) {
+    fn count(&mut self, n: u32, class: PrivacyClass, delta: i32) {
         let counts = self.live.entry(n).or_default();
         let slot = &mut counts[class_index(class)];
         *slot = slot.saturating_add_signed(delta);

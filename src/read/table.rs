@@ -270,24 +270,29 @@ impl Table {
         (self.heads.clone(), changed)
     }
 
-    /// Adds a live entry at its internal id.
-    pub fn push(&mut self, mut entry: Entry) {
-        let doc = entry.doc;
-        entry.tenant = self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
-        let actor = self.actors.number(&entry.event.actor_id);
-        let given: Vec<u32> = entry
-            .event
+    /// The numbers of `event`'s actor and of the names it gives the actor.
+    fn actor_numbers(&mut self, event: &StoredEvent) -> (u32, Vec<u32>) {
+        let actor = self.actors.number(&event.actor_id);
+        let given = event
             .actor_names
             .iter()
             .map(|n| self.given_names.number(n))
             .collect();
+        (actor, given)
+    }
+
+    /// Adds a live entry at its internal id.
+    pub fn push(&mut self, mut entry: Entry) {
+        let doc = entry.doc;
+        entry.tenant = self.index_id(&entry.event.tenant_id, &entry.event.event_id, doc);
+        let (actor, given) = self.actor_numbers(&entry.event);
         if let Some(t) = self.by_id.get_mut(&*entry.event.tenant_id) {
             t.actors.add(actor, &entry.event.actor_id);
-            t.actors.count(actor, entry.event.privacy_class, 1);
             for (&m, name) in given.iter().zip(&entry.event.actor_names) {
                 t.actors.add_given(actor, m, name);
-                t.actors.count_given(actor, m, entry.event.privacy_class, 1);
             }
+            t.actors
+                .count_event(actor, &given, entry.event.privacy_class, 1);
         }
         entry.subject = self.rule.key(&entry.event).map(|k| self.subject_id(k));
         if let Some(s) = entry.subject {
@@ -397,19 +402,10 @@ impl Table {
             }
         }
         self.expiring.retain(|d| *d != entry.doc);
-        let actor = self.actors.number(&entry.event.actor_id);
-        let given: Vec<u32> = entry
-            .event
-            .actor_names
-            .iter()
-            .map(|n| self.given_names.number(n))
-            .collect();
+        let (actor, given) = self.actor_numbers(&entry.event);
         if let Some(t) = self.by_id.get_mut(tenant) {
-            t.actors.count(actor, entry.event.privacy_class, -1);
-            for m in given {
-                t.actors
-                    .count_given(actor, m, entry.event.privacy_class, -1);
-            }
+            t.actors
+                .count_event(actor, &given, entry.event.privacy_class, -1);
         }
         self.push_tombstone(Tombstone {
             doc: entry.doc,
