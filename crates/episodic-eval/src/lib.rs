@@ -244,6 +244,10 @@ pub struct LocomoArgs {
     /// Only the first N conversations.
     #[arg(long)]
     pub conversations: Option<usize>,
+    /// Write each turn with an opaque actor id (`user-<hash>`, one per speaker) and the
+    /// speaker's name in `actorNames`, instead of the name as the actor id.
+    #[arg(long)]
+    pub opaque_actors: bool,
     /// Options shared by every benchmark.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -275,6 +279,7 @@ pub fn run(dataset: Dataset) -> anyhow::Result<()> {
                 rankings: a.common.rankings.clone(),
                 passage: a.common.passage(),
                 compare_passage: a.common.ablation,
+                opaque_actors: a.opaque_actors,
             };
             let report = locomo::evaluate(&opts)?;
             print!("{}", report.table());

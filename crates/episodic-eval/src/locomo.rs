@@ -63,6 +63,9 @@ pub struct Options {
     pub passage: Option<PassageText>,
     /// Also ingest under the other passage rule and compare ([`crate::PassageComparison`]).
     pub compare_passage: bool,
+    /// Write each turn with an opaque actor id (one per speaker and conversation) and the
+    /// speaker's name in `actorNames`, as a product whose actor ids are not names would.
+    pub opaque_actors: bool,
 }
 
 /// Dataset counts of a run.
@@ -244,7 +247,20 @@ struct Conversation {
     dropped: usize,
 }
 
-fn read_conversation(sample: &Value) -> anyhow::Result<Conversation> {
+/// An actor id that names nobody: `user-` and 8 hex digits of a hash of the conversation and
+/// the speaker (FNV-1a), stable across runs.
+fn opaque_id(sample_id: &str, speaker: &str) -> String {
+    let h = sample_id
+        .bytes()
+        .chain([0xff])
+        .chain(speaker.bytes())
+        .fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+    format!("user-{h:08x}")
+}
+
+fn read_conversation(sample: &Value, opaque_actors: bool) -> anyhow::Result<Conversation> {
     let sample_id = sample
         .get("sample_id")
         .and_then(Value::as_str)
@@ -296,11 +312,17 @@ fn read_conversation(sample: &Value) -> anyhow::Result<Conversation> {
             let occurred = occurred
                 .format(&time::format_description::well_known::Rfc3339)
                 .context("formatting occurredAt")?;
+            let (actor, names) = if opaque_actors {
+                (opaque_id(&sample_id, speaker), vec![speaker.to_string()])
+            } else {
+                (speaker.to_string(), Vec::new())
+            };
             let body = json!({
                 "eventId": dia_id,
                 "eventType": "tool_observed_event",
                 "occurredAt": occurred,
-                "actorId": speaker,
+                "actorId": actor,
+                "actorNames": names,
                 "summary": summary,
                 "resourceRefs": [],
                 "sourceRefs": [format!("locomo/{sample_id}/session_{n}"), dia_id],
@@ -367,7 +389,7 @@ pub fn evaluate(opts: &Options) -> anyhow::Result<Report> {
     let convs: Vec<Conversation> = samples
         .iter()
         .take(take)
-        .map(read_conversation)
+        .map(|s| read_conversation(s, opts.opaque_actors))
         .collect::<anyhow::Result<_>>()?;
     let docs: Vec<Doc> = convs.iter().flat_map(|c| c.docs.iter().cloned()).collect();
     let max_summary = docs
@@ -468,5 +490,15 @@ mod tests {
         let t = parse_session_time("12:04 am on 1 January, 2024").unwrap();
         assert_eq!((t.hour(), t.minute()), (0, 4));
         assert!(parse_session_time("25:00 pm on 1 May, 2023").is_none());
+    }
+
+    #[test]
+    fn opaque_ids_name_nobody_and_stay_apart() {
+        let a = opaque_id("conv-26", "Caroline");
+        assert_eq!(a, opaque_id("conv-26", "Caroline"), "stable across runs");
+        assert_ne!(a, opaque_id("conv-26", "Melanie"));
+        assert_ne!(a, opaque_id("conv-30", "Caroline"));
+        assert!(a.starts_with("user-") && a.len() == 13, "{a}");
+        assert!(!a.to_lowercase().contains("caroline"));
     }
 }

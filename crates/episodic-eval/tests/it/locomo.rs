@@ -21,6 +21,7 @@ fn locomo_first_conversation_meets_recall_floor() {
         rankings: None,
         passage: None,
         compare_passage: false,
+        opaque_actors: false,
     })
     .expect("LoCoMo eval runs");
     assert_eq!(report.counts.conversations, 1);
@@ -48,4 +49,36 @@ fn locomo_first_conversation_meets_recall_floor() {
     // Turns that ask (conv-26: 71.1 / 83.1 / 91.9 / 96.2 against 70.7 / 82.4 / 91.4 / 95.9
     // without the penalty).
     assert_lifts("the question penalty", ranking, date, &[5, 10, 25, 50]);
+}
+
+/// Opaque actor ids with the speakers' names in `actorNames` rank every question of conv-26
+/// exactly as the names used as ids do.
+#[test]
+fn opaque_ids_with_actor_names_rank_as_names_do() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let run = |opaque_actors: bool, file: &str| {
+        let path = dir.path().join(file);
+        evaluate(&Options {
+            path: shared_data("locomo/locomo10.json"),
+            conversations: Some(1),
+            model_dir: model_dir(),
+            ablation: false,
+            partition_probe_share: None,
+            rankings: Some(path.clone()),
+            passage: None,
+            compare_passage: false,
+            opaque_actors,
+        })
+        .expect("LoCoMo eval runs");
+        let rankings: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .expect("rankings")
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["ranking"].clone())
+            .collect();
+        rankings
+    };
+    let names = run(false, "names.jsonl");
+    let opaque = run(true, "opaque.jsonl");
+    assert_eq!(names.len(), 199);
+    assert_eq!(names, opaque);
 }
