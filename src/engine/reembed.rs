@@ -387,14 +387,18 @@ impl SideFile {
         let mut kept = header.len() as u64;
         let mut head = vec![0u8; header.len()];
         if file.read_exact(&mut head).is_ok() && head == header {
-            let table = shared.table.read();
             let zero = vec![0.0; dim];
             let mut reader = BufReader::new(&mut file);
             while let Some((len, doc, row)) = read_record(&mut reader, dim) {
                 if doc as usize != store.len() {
                     break;
                 }
-                let want = passage_of(table.slots().get(doc as usize), passage, target);
+                // The table is read-locked per record, not across the file's reading: the
+                // writer, which locks it to apply writes, goes on while a long file resumes.
+                let want = {
+                    let table = shared.table.read();
+                    passage_of(table.slots().get(doc as usize), passage, target)
+                };
                 let matches = match (&want, &row) {
                     (None, None) => true,
                     (Some(t), Some((hash, _))) => text_hash(t) == *hash,
