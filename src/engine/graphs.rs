@@ -2,7 +2,8 @@
 //! date, in the background: once the vectors written since the last update reach
 //! [`GRAPH_BATCH`], one update counts them by tenant, inserts those of tenants that have a
 //! graph into it (on the CPU pool, in parallel), builds a graph for each tenant that has
-//! reached [`crate::retrieve::RecallConfig::graph_min_vectors`], and publishes the new set.
+//! reached [`crate::retrieve::RecallConfig::graph_min_vectors`], takes a read-only copy of
+//! each graph that changed (what recall searches), and publishes the new set.
 //! Compaction drops every graph and starts over: a graph holds copies of vectors, and none
 //! may outlive the vectors a purge removed.
 //!
@@ -109,9 +110,11 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
             *counts.entry(tenant).or_default() += 1;
         }
     }
+    let mut frozen = current.frozen().clone();
     for (tenant, docs) in &added {
         if let Some(graph) = graphs.get(tenant) {
             insert(graph, &vectors, docs)?;
+            frozen.insert(*tenant, Arc::new(graph.freeze()));
         }
     }
     let newcomers: Vec<u32> = counts
@@ -135,10 +138,14 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
                 max_elements: docs.len() * 2,
             });
             insert(&graph, &vectors, &docs)?;
+            frozen.insert(*tenant, Arc::new(graph.freeze()));
             graphs.insert(*tenant, Arc::new(graph));
         }
     }
-    Ok((TenantGraphs::new(upto, counts, graphs), newcomers.len()))
+    Ok((
+        TenantGraphs::new(upto, counts, graphs, frozen),
+        newcomers.len(),
+    ))
 }
 
 /// Inserts the vectors of `docs` into `graph`, a chunk at a time, each in parallel.

@@ -11,12 +11,13 @@ use super::partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 pub const PARTITION_MIN_VECTORS: usize = 16_384;
 
 /// The default [`RecallConfig::graph_min_vectors`]: a tenant gets its own HNSW graph once it
-/// holds this many vectors. Below about 33,000 a partition probe of a whole tenant (5/8 of
-/// its members at about 200 ns each) is expected to cost no more than a graph search (about
-/// 4.2 ms of CPU at the default width), and up to this size it saves too little to pay for a
-/// graph's memory (about 4.8 KB per vector) and build (about 600 vectors per second of both
-/// cores).
-pub const GRAPH_MIN_VECTORS: usize = 50_000;
+/// holds this many vectors. From about this size a search of the whole tenant's graph
+/// (about 0.8 ms of CPU at the default width, measured on tenants of 10,000 and 100,000)
+/// is expected to cost less than the partition probe (5/8 of the members at about 200 ns
+/// each: 1.0 ms at 8,192) and under a third of exact scoring; below it the saving does not
+/// pay for a graph's memory (about 5.4 KB per vector: hnsw_rs's graph and the copy recall
+/// searches) and build (about 1,000 vectors per second of both cores).
+pub const GRAPH_MIN_VECTORS: usize = 8_192;
 
 /// The default [`RecallConfig::graph_ef`]: the width of a tenant graph search over a whole
 /// tenant: recall@10 0.995 against exact on a tenant of 160,000 real-model embeddings, 0.991

@@ -26,11 +26,12 @@ pub const PARTITION_NS_PER_ID: u64 = 110;
 /// CPU per partition list to order the lists by the query (one 384-d dot product each).
 pub const PARTITION_NS_PER_LIST: u64 = 60;
 
-/// CPU per unit of a tenant graph search's width, the rest of the recall included: 4.13 ms
-/// at width 160 on a tenant of 160,000 real-model embeddings (the single-tenant real grid's
-/// whole-tenant row), 6.74 ms at width 320 on half of it. A scope that is `share` of its
-/// tenant is searched `1 / share` as wide.
-pub const GRAPH_NS_PER_EF: u64 = 26_000;
+/// CPU per unit of a tenant graph search's width, the rest of the recall included: 0.84 ms
+/// at width 160 on a single tenant of 100,000 clustered vectors (the grid's whole-tenant
+/// row), 0.71 ms on a tenant of 10,000. The walk reads each graph's read-only copy
+/// ([`crate::index::vector::FrozenGraph`]), so its cost grows little with the graph's size;
+/// a scope that is `share` of its tenant is searched `1 / share` as wide.
+pub const GRAPH_NS_PER_EF: u64 = 5_000;
 
 /// The default floor below which recall stays exact whatever the partitions would cost:
 /// about 0.6 ms of CPU, where proof of exactness is cheap enough to always have.
@@ -91,7 +92,7 @@ mod tests {
             graph_ns(160, 0.0) > whole,
             "a zero share is clamped, not divided by"
         );
-        // At the defaults a whole tenant pays from about 14,000 candidates.
-        assert!(whole > exact_ns(12_000) && whole < exact_ns(16_384));
+        // At the defaults a whole tenant pays from about 2,700 candidates.
+        assert!(whole > exact_ns(2_048) && whole < exact_ns(4_096));
     }
 }

@@ -8,7 +8,7 @@ use super::cost;
 use super::lexical::Bm25;
 use super::partition::{broad_count, PARTITION_LEXICAL_DEPTH};
 use super::scope::{InScope, SearchError};
-use crate::index::vector::HnswIndex;
+use crate::index::vector::FrozenGraph;
 use crate::read::{Access, Head, HeadFilter, Snapshot, Table, View, Visibility};
 
 /// The widest plain search, as a multiple of `graph_ef` (a share of at least
@@ -18,7 +18,7 @@ const GRAPH_MAX_WIDEN: usize = 4;
 /// A tenant graph search the planner may take: its tenant's graph applies to the scope,
 /// and the search is expected to cost `cost_ns` of CPU, less than scoring every candidate.
 pub(super) struct GraphPick<'s> {
-    graph: &'s HnswIndex,
+    graph: &'s FrozenGraph,
     scope: HeadFilter,
     ef: usize,
     /// The plain search's width: `ef / share`, at most [`GRAPH_MAX_WIDEN`] times `ef`.
@@ -70,11 +70,12 @@ pub(super) fn graph_pick<'s>(
 /// without repeats; `None` when the graph found fewer than `k` (the caller then takes the
 /// exact path).
 ///
-/// The search is a plain one, `graph_ef / share` wide so that about `graph_ef` of what it
-/// finds are in scope, whose hits are then checked on their heads: on the grid it costs
-/// about 0.4 times a filtered search of the same width, which hnsw_rs runs without its
-/// early exit. Only when fewer than `k` of them pass (most of the tenant deleted, or a
-/// scope the estimate overrated) does a filtered search of width `graph_ef` follow.
+/// The search walks the graph's read-only copy, plainly, `graph_ef / share` wide so that
+/// about `graph_ef` of what it finds are in scope, whose hits are then checked on their
+/// heads: a filtered walk would not stop before `graph_ef` points passed, so under a narrow
+/// scope it reads most of the graph. Only when fewer than `k` of them pass (most of the
+/// tenant deleted, or a scope the estimate overrated) does a filtered walk of width
+/// `graph_ef` follow.
 pub(super) fn graph_scope(
     snap: &Snapshot<'_>,
     pick: &GraphPick<'_>,

@@ -600,11 +600,11 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     let mut c = EngineConfig::new(dir.path().to_path_buf());
     let defaults = c.recall.clone();
     assert!(defaults.graphs, "tenant graphs are on by default");
-    assert_eq!(defaults.graph_min_vectors, 50_000);
-    // A small tenant and a narrow search, so that the cost model expects the graph to cost
-    // less than scoring 6,000 candidates (at the defaults it pays from about 14,000).
+    assert_eq!(defaults.graph_min_vectors, 8_192);
+    // A small tenant: at the default width the cost model expects a whole-tenant search to
+    // cost less than scoring 6,000 candidates (it pays from about 2,700), and a half-tenant
+    // one, twice as wide, more than scoring 3,000.
     c.recall.graph_min_vectors = 5_000;
-    c.recall.graph_ef = 40;
     c.recall.exact_max_candidates = 300;
     c.rank.lexical_share = 0.0;
     c.rank.short_lexical_share = 0.0;

@@ -184,6 +184,40 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     lane_dot(a, b)
 }
 
+/// [`dot`] compiled for the widest vector unit the CPU has, chosen at run time: for callers
+/// outside a `pulp` dispatch that score one pair at a time (the HNSW graph's distance). The
+/// summation order is [`dot`]'s, so the result is the same bit for bit.
+#[inline]
+pub fn dispatched_dot(a: &[f32], b: &[f32]) -> f32 {
+    arch().dispatch(PairDot { a, b })
+}
+
+/// `a · c` for 8-bit codes `c` (widened to `f32`), as [`dispatched_dot`] computes a dot.
+#[inline]
+pub fn dispatched_code_dot(a: &[f32], c: &[i8]) -> f32 {
+    arch().dispatch(PairDot { a, b: c })
+}
+
+fn arch() -> &'static pulp::Arch {
+    static ARCH: std::sync::OnceLock<pulp::Arch> = std::sync::OnceLock::new();
+    ARCH.get_or_init(pulp::Arch::new)
+}
+
+/// One pair's [`lane_dot`] as a `pulp` operation.
+struct PairDot<'a, T> {
+    a: &'a [f32],
+    b: &'a [T],
+}
+
+impl<T: Copy + Into<f32>> WithSimd for PairDot<'_, T> {
+    type Output = f32;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) -> f32 {
+        lane_dot(self.a, self.b)
+    }
+}
+
 /// `a · b` over the shorter length, `b`'s elements widened to `f32`, summed in `LANES`
 /// independent partial sums and then the remainder: [`dot`] for stored vectors and the
 /// 8-bit code estimate ([`super::quant`]) share this one loop and its summation order.

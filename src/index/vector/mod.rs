@@ -42,7 +42,7 @@ use std::path::PathBuf;
 
 pub use bitset::IdSet;
 pub use exact::{block_bounds, code_bounds, dot, exact_scores, top_k};
-pub use hnsw::{HnswIndex, HnswParams};
+pub use hnsw::{FrozenGraph, HnswIndex, HnswParams};
 pub use partition::Partition;
 pub use quant::{CodeBlock, QueryCode};
 pub use store::VectorStore;

@@ -35,8 +35,12 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+mod frozen;
+
+pub use frozen::FrozenGraph;
+
 use super::bitset::IdSet;
-use super::exact::dot;
+use super::exact::dispatched_dot;
 use super::{check_vector, VectorError};
 
 /// hnsw_rs layer count; `file_dump` only works with its maximum (16).
@@ -60,7 +64,7 @@ pub struct CosineDist;
 
 impl Distance<f32> for CosineDist {
     fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
-        let d = 1.0 - dot(va, vb);
+        let d = 1.0 - dispatched_dot(va, vb);
         if d.is_nan() {
             2.0
         } else {
@@ -204,6 +208,33 @@ impl HnswIndex {
             .par_iter()
             .for_each(|(id, v)| self.graph.insert_slice((v, *id as usize)));
         Ok(())
+    }
+
+    /// A read-only copy of the graph as it is now, for fast searches
+    /// ([`FrozenGraph`]); inserts made later do not reach it.
+    pub fn freeze(&self) -> FrozenGraph {
+        let _shared = self.gate.read();
+        if self.is_empty() {
+            // hnsw_rs's point iterator unwraps the entry point, which an empty graph lacks.
+            return FrozenGraph::default();
+        }
+        let points: Vec<_> = self.graph.get_point_indexation().into_iter().collect();
+        let points = points
+            .par_iter()
+            .filter_map(|p| {
+                Some(frozen::PointCopy {
+                    pid: p.get_point_id(),
+                    id: u32::try_from(p.get_origin_id()).ok()?,
+                    vector: p.get_v().to_vec(),
+                    links: p
+                        .get_neighborhood_id()
+                        .into_iter()
+                        .map(|layer| layer.into_iter().map(|n| n.p_id).collect())
+                        .collect(),
+                })
+            })
+            .collect();
+        FrozenGraph::from_points(self.dim(), points)
     }
 
     /// Nearest `k` among ids accepted by `allow`, best first, as `(id, cosine)`.

@@ -1,6 +1,6 @@
 //! Tests of `hnsw`.
 
-use super::super::exact::{exact_scores, top_k};
+use super::super::exact::{dot, exact_scores, top_k};
 use super::super::store::VectorStore;
 use super::*;
 use rand::rngs::StdRng;
@@ -114,6 +114,80 @@ fn recall_unfiltered_and_filtered() {
     eprintln!("recall@10 unfiltered {r_all:.3}, 50% filtered {r_half:.3}");
     assert!(r_all >= 0.95, "unfiltered recall {r_all}");
     assert!(r_half >= 0.9, "filtered recall {r_half}");
+}
+
+#[test]
+fn the_frozen_copy_finds_what_the_graph_finds() {
+    let f = fixture();
+    let frozen = f.index.freeze();
+    assert_eq!(frozen.len(), N);
+    let all: Vec<u32> = (0..N as u32).collect();
+    let third: Vec<u32> = (0..N as u32).filter(|i| i % 3 == 0).collect();
+    let (mut r_graph, mut r_frozen, mut r_third) = (0.0, 0.0, 0.0);
+    for q in &f.queries {
+        let truth = exact_top(&f.store, q, &all, 10);
+        r_graph += recall(&truth, &f.index.search(q, 10, 64));
+        // The copy orders its walk by 8-bit codes: rank what it finds exactly, as recall does.
+        let found = frozen.search(q, 64, 64);
+        assert_eq!(found.len(), 64);
+        let ids: Vec<u32> = found.iter().map(|h| h.0).collect();
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "each id once");
+        for pair in found.windows(2) {
+            assert!(pair[0].1 >= pair[1].1, "best first");
+        }
+        let ranked: Vec<(u32, f32)> = exact_top(&f.store, q, &ids, 10)
+            .into_iter()
+            .map(|id| (id, 0.0))
+            .collect();
+        r_frozen += recall(&truth, &ranked);
+        let kept = frozen.search_where(q, 10, 64, |id| id % 3 == 0);
+        assert_eq!(kept.len(), 10);
+        assert!(kept.iter().all(|(id, _)| id % 3 == 0), "the filter holds");
+        r_third += recall(&exact_top(&f.store, q, &third, 10), &kept);
+    }
+    let n = f.queries.len() as f64;
+    let (r_graph, r_frozen, r_third) = (r_graph / n, r_frozen / n, r_third / n);
+    eprintln!("recall@10 graph {r_graph:.3}, copy {r_frozen:.3}, copy filtered {r_third:.3}");
+    assert!(
+        r_frozen >= r_graph - 0.01,
+        "copy {r_frozen} against graph {r_graph}"
+    );
+    assert!(r_third >= 0.9, "filtered recall {r_third}");
+    // A filter that passes nothing walks the whole graph and finds nothing.
+    assert!(frozen
+        .search_where(&f.queries[0], 10, 64, |_| false)
+        .is_empty());
+    // Edge cases: k = 0, a query of another dimension, an empty graph.
+    assert!(frozen.search(&f.queries[0], 0, 64).is_empty());
+    assert!(frozen.search(&f.queries[0][..10], 5, 64).is_empty());
+    let empty = HnswIndex::new(HnswParams::default()).freeze();
+    assert!(empty.is_empty());
+    assert!(empty.search(&f.queries[0], 5, 64).is_empty());
+    // A stored vector as query finds itself first.
+    let own = f.store.get(42).unwrap();
+    assert_eq!(frozen.search(&own, 1, 64)[0].0, 42);
+}
+
+#[test]
+fn a_copy_is_not_reached_by_later_inserts() {
+    let vectors = random_vectors(300, 5);
+    let index = HnswIndex::new(HnswParams::default());
+    for (id, v) in vectors.iter().enumerate().take(200) {
+        index.insert(id as u32, v).unwrap();
+    }
+    let frozen = index.freeze();
+    for (id, v) in vectors.iter().enumerate().skip(200) {
+        index.insert(id as u32, v).unwrap();
+    }
+    assert_eq!((frozen.len(), index.len()), (200, 300));
+    for v in &vectors[200..] {
+        assert!(frozen.search(v, 300, 300).iter().all(|(id, _)| *id < 200));
+    }
+    let later = index.freeze();
+    assert_eq!(later.search(&vectors[250], 1, 64)[0].0, 250);
 }
 
 #[test]
