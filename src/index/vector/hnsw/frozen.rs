@@ -174,21 +174,10 @@ impl FrozenGraph {
             + upper
     }
 
-    /// Nearest `k` over all points, best first, as `(id, cosine)`; `ef` is raised to `k`.
+    /// Nearest `k` over all points, best first, as `(id, cosine estimated from the codes)`;
+    /// `ef` is raised to `k`.
     pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Vec<(u32, f32)> {
-        self.walk(query, k, ef, |_| true)
-    }
-
-    /// Nearest `k` among the ids `allow` accepts, best first, as `(id, cosine)`; `ef` is
-    /// raised to `k`. May return fewer than `k`.
-    pub fn search_where(
-        &self,
-        query: &[f32],
-        k: usize,
-        ef: usize,
-        allow: impl Fn(u32) -> bool,
-    ) -> Vec<(u32, f32)> {
-        self.walk(query, k, ef, allow)
+        self.search_where(query, k, ef, |_| true)
     }
 
     fn dist(&self, query: &[f32], node: u32) -> f32 {
@@ -203,7 +192,9 @@ impl FrozenGraph {
         }
     }
 
-    fn walk(
+    /// Nearest `k` among the ids `allow` accepts, best first, as `(id, cosine estimated
+    /// from the codes)`; `ef` is raised to `k`. May return fewer than `k`.
+    pub fn search_where(
         &self,
         query: &[f32],
         k: usize,
