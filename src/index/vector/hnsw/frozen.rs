@@ -61,10 +61,26 @@ pub(super) struct PointCopy {
     pub(super) pid: PointId,
     /// The id the point was inserted under.
     pub(super) id: u32,
-    /// The point's vector.
-    pub(super) vector: Vec<f32>,
+    /// The point's 8-bit codes (empty for a vector of another dimension) and their scale
+    /// ([`PointCopy::encode`]).
+    pub(super) codes: Vec<i8>,
+    pub(super) scale: f32,
     /// The point's links, per layer from 0, as hnsw_rs identities.
     pub(super) links: Vec<Vec<PointId>>,
+}
+
+impl PointCopy {
+    /// The codes of `vector` for a graph of `dim` dimensions and their scale: a vector of
+    /// another dimension gets no codes and a NaN scale, so it is never nearer than any other.
+    pub(super) fn encode(vector: &[f32], dim: usize) -> (Vec<i8>, f32) {
+        let mut codes = Vec::with_capacity(dim);
+        if vector.len() == dim {
+            let scale = encode_into(vector, &mut codes)[0];
+            (codes, scale)
+        } else {
+            (codes, f32::NAN)
+        }
+    }
 }
 
 /// See the module docs.
@@ -119,15 +135,10 @@ impl FrozenGraph {
         for (node, p) in points.into_iter().enumerate() {
             let node = node as u32;
             graph.ids.push(p.id);
-            if p.vector.len() == dim {
-                graph
-                    .scales
-                    .push(encode_into(&p.vector, &mut graph.codes)[0]);
-            } else {
-                // Not a point of this graph's dimension: never nearer than any other.
-                graph.codes.extend(std::iter::repeat_n(0, dim));
-                graph.scales.push(f32::NAN);
-            }
+            let at = graph.codes.len();
+            graph.codes.extend_from_slice(&p.codes);
+            graph.codes.resize(at + dim, 0);
+            graph.scales.push(p.scale);
             for (layer, links) in p.links.iter().enumerate() {
                 let nodes = links.iter().filter_map(|l| node_of.get(l).copied());
                 if layer == 0 {

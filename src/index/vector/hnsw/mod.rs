@@ -218,14 +218,17 @@ impl HnswIndex {
             // hnsw_rs's point iterator unwraps the entry point, which an empty graph lacks.
             return FrozenGraph::default();
         }
+        let dim = self.dim();
         let points: Vec<_> = self.graph.get_point_indexation().into_iter().collect();
         let points = points
             .par_iter()
             .filter_map(|p| {
+                let (codes, scale) = frozen::PointCopy::encode(p.get_v(), dim);
                 Some(frozen::PointCopy {
                     pid: p.get_point_id(),
                     id: u32::try_from(p.get_origin_id()).ok()?,
-                    vector: p.get_v().to_vec(),
+                    codes,
+                    scale,
                     links: p
                         .get_neighborhood_id()
                         .into_iter()
@@ -234,7 +237,7 @@ impl HnswIndex {
                 })
             })
             .collect();
-        FrozenGraph::from_points(self.dim(), points)
+        FrozenGraph::from_points(dim, points)
     }
 
     /// Nearest `k` among ids accepted by `allow`, best first, as `(id, cosine)`.
