@@ -82,7 +82,7 @@ pub struct RecallRequest {
     /// Also return stale events, marked with `staleBy`.
     #[serde(default)]
     pub include_stale: bool,
-    /// Answer as memory stood at this recorded time.
+    /// Answer as memory stood at this recorded time; recency is measured from it.
     #[serde(default)]
     pub as_of: Option<Timestamp>,
     /// Score every visible in-scope event, whatever approximate path the server would

@@ -17,6 +17,8 @@
 //!   scope or invisible lends an event relevance; the actors a query names are its tenant's
 //!   own and within the grant ([`QueryRead`]), so any other name is an ordinary word;
 //! - ranking is explainable: every hit carries the breakdown its score was computed from.
+//! - recency is measured from the request's `asOf` when it has one, else from the read time,
+//!   so an as-of recall ranks as memory stood then, alike however often it is repeated.
 
 mod codes;
 mod config;
@@ -122,7 +124,10 @@ pub fn recall(
         read,
         bm25: &bm25,
         known: &plan.known,
-        now_ms: now.unix_millis(),
+        // Recency is measured from the time the answer is read as of: an as-of recall
+        // ranks as memory stood then, and two such recalls rank alike whenever they run.
+        // Expiry above still reads the current time (an expired event never comes back).
+        now_ms: req.as_of.unwrap_or(now).unix_millis(),
         code_min_candidates: config.code_min_candidates,
     };
     let ranked = score::rank_set(&ctx, plan.set(), req.limit)?;

@@ -693,6 +693,36 @@ async fn as_of_shows_memory_before_and_after_a_correction() {
     );
 }
 
+#[tokio::test]
+async fn an_as_of_recall_measures_recency_from_its_time_and_repeats_exactly() {
+    const DAY_MS: i64 = 86_400_000;
+    let app = App::new();
+    let key = app.key("acme").await;
+    app.write_ok(&key, event("u", "Ships to the Berlin warehouse", T))
+        .await;
+    // Both times are after the write was recorded, so both show the event.
+    let soon = episodic::model::Timestamp::now().plus_millis(DAY_MS);
+    let later = soon.plus_millis(180 * DAY_MS);
+    let recall = |at: episodic::model::Timestamp| json!({"query": "warehouse", "asOf": at.to_rfc3339(), "includeStale": true});
+    let first = app.recall(&key, recall(soon)).await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let again = app.recall(&key, recall(soon)).await;
+    assert_eq!(
+        first, again,
+        "the same as-of recall answers byte for byte alike"
+    );
+    let recency = |body: &Value| {
+        body["results"][0]["scoreBreakdown"]["recency"]
+            .as_f64()
+            .expect("recency")
+    };
+    let half = recency(&app.recall(&key, recall(later)).await) / recency(&first);
+    assert!(
+        (half - 0.5).abs() < 1e-3,
+        "one half-life later, recency halves: {half}"
+    );
+}
+
 fn similarity_gated(dir: &std::path::Path) -> episodic::engine::EngineConfig {
     let mut c = crate::common::config(dir);
     c.recall.stale_min_similarity = 0.6;
