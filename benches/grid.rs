@@ -1369,7 +1369,7 @@ fn graph_sweep(c: &Corpus, efs: &[String]) {
         "p99 us",
         "filt p50"
     );
-    for ef in efs {
+    for &ef in &efs {
         let (mut plain, mut filtered, mut found) = (Vec::new(), Vec::new(), 0usize);
         let (mut fplain, mut ffiltered, mut ffound) = (Vec::new(), Vec::new(), 0usize);
         for (qi, gq) in row.queries.iter().enumerate() {
@@ -1422,5 +1422,75 @@ fn graph_sweep(c: &Corpus, efs: &[String]) {
             p(&mut fplain, 0.99),
             p(&mut ffiltered, 0.5),
         );
+    }
+    scoped_sweep(c, &frozen, &efs);
+}
+
+/// The copy under the narrow rows' scopes (tenant 0's rows below half of it): a filtered
+/// walk and the two-hop walk ([`FrozenGraph::search_within`]) at each width and fan-out,
+/// with the scope as a bitset over event ids built per query (its time included), their
+/// hits ranked by exact vectors against the row's exact top k.
+fn scoped_sweep(c: &Corpus, frozen: &episodic::index::vector::FrozenGraph, efs: &[usize]) {
+    let fanouts: Vec<usize> = std::env::var("GRID_FANOUTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|f| f.parse().ok()).collect())
+        .unwrap_or_else(|| vec![16, 32, 64]);
+    for row in c.meta.rows.iter().skip(2).take(2) {
+        println!(
+            "{}: {} queries, ~{} in scope; scoped walks (recall@10, p50 / p99 us)",
+            row.name,
+            row.queries.len(),
+            row.queries.iter().map(|q| q.matches).sum::<usize>() / row.queries.len().max(1)
+        );
+        for &ef in efs {
+            let mut line = format!("{ef:>5}");
+            for fanout in std::iter::once(0).chain(fanouts.iter().copied()) {
+                let (mut times, mut found) = (Vec::new(), 0usize);
+                for (qi, gq) in row.queries.iter().enumerate() {
+                    let qv = &c.queries[qi * DIM..(qi + 1) * DIM];
+                    // The engine lists the scope's ids from the index; the bitset made of
+                    // them is timed with the walk.
+                    let ids: Vec<u32> = (0..c.n as u32)
+                        .filter(|&d| gq.accepts(&c.attrs[d as usize]))
+                        .collect();
+                    let t = Instant::now();
+                    let mut bits = vec![0u64; c.n.div_ceil(64)];
+                    for &d in &ids {
+                        bits[d as usize / 64] |= 1 << (d % 64);
+                    }
+                    let allow = |d: u32| bits[d as usize / 64] & (1 << (d % 64)) != 0;
+                    let hits = if fanout == 0 {
+                        frozen.search_where(qv, ef, ef, allow)
+                    } else {
+                        frozen.search_within(qv, (ef, ef, fanout), allow)
+                    };
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                    let mut hits: Vec<(u32, f32)> = hits
+                        .iter()
+                        .map(|(d, _)| {
+                            let v = &c.vectors[*d as usize * DIM..(*d as usize + 1) * DIM];
+                            (*d, episodic::index::vector::dot(qv, v))
+                        })
+                        .collect();
+                    hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    let top: HashSet<u32> = hits.iter().take(K).map(|h| h.0).collect();
+                    found += gq.truth.iter().filter(|(d, _)| top.contains(d)).count();
+                }
+                times.sort_by(f64::total_cmp);
+                let at = |q: f64| times[((times.len() as f64 - 1.0) * q).round() as usize];
+                let name = if fanout == 0 {
+                    "filtered".to_string()
+                } else {
+                    format!("2-hop {fanout}")
+                };
+                line += &format!(
+                    "  {name}: {:.3} {:.0}/{:.0}",
+                    found as f64 / (row.queries.len() * K) as f64,
+                    at(0.5),
+                    at(0.99)
+                );
+            }
+            println!("{line}");
+        }
     }
 }

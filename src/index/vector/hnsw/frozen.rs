@@ -212,27 +212,113 @@ impl FrozenGraph {
         ef: usize,
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let Some((entry, top)) = self.entry else {
+        let Some(mut walk) = self.walk(query, k, ef) else {
             return Vec::new();
         };
-        if k == 0 || query.len() != self.dim {
-            return Vec::new();
+        if allow(self.ids[walk.start.node as usize]) {
+            walk.best.push(walk.start);
         }
-        let ef = ef.max(k);
-        // Greedy descent to layer 1.
-        let mut cur = Near {
-            dist: self.dist(query, entry),
-            node: entry,
+        while let Some(near) = walk.next() {
+            for &next in self.links_of(near.node) {
+                if walk.visit(next) {
+                    walk.consider(self.near(query, next), || allow(self.ids[next as usize]));
+                }
+            }
+        }
+        self.hits(walk, k)
+    }
+
+    /// Nearest `k` among the ids `allow` accepts, like [`FrozenGraph::search_where`], but
+    /// for a narrow filter: distances are computed for accepted points only. A rejected
+    /// neighbour of an expanded point is a bridge: its own accepted neighbours are taken in
+    /// its place (two hops, as ACORN walks a graph under a predicate), until `fanout`
+    /// accepted neighbours were taken for the point. So the walk moves through the
+    /// accepted points' own neighbourhood, and its cost follows what the filter accepts,
+    /// not what it rejects. May return fewer than `k` (a filter whose points are not
+    /// connected within two hops); callers then fall back.
+    pub fn search_within(
+        &self,
+        query: &[f32],
+        (k, ef, fanout): (usize, usize, usize),
+        allow: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let Some(mut walk) = self.walk(query, k, ef) else {
+            return Vec::new();
         };
+        if allow(self.ids[walk.start.node as usize]) {
+            walk.best.push(walk.start);
+        }
+        let mut bridged = vec![0u64; self.ids.len().div_ceil(64)];
+        let mut bridges: Vec<u32> = Vec::with_capacity(64);
+        while let Some(near) = walk.next() {
+            let mut taken = 0usize;
+            bridges.clear();
+            for &next in self.links_of(near.node) {
+                if !allow(self.ids[next as usize]) {
+                    bridges.push(next);
+                    continue;
+                }
+                taken += 1;
+                if walk.visit(next) {
+                    walk.consider(self.near(query, next), || true);
+                }
+                if taken >= fanout {
+                    break;
+                }
+            }
+            for &bridge in &bridges {
+                if taken >= fanout {
+                    break;
+                }
+                if !mark(&mut bridged, bridge) {
+                    continue;
+                }
+                for &next in self.links_of(bridge) {
+                    if !allow(self.ids[next as usize]) {
+                        continue;
+                    }
+                    taken += 1;
+                    if walk.visit(next) {
+                        walk.consider(self.near(query, next), || true);
+                    }
+                    if taken >= fanout {
+                        break;
+                    }
+                }
+            }
+        }
+        self.hits(walk, k)
+    }
+
+    fn links_of(&self, node: u32) -> &[u32] {
+        let (from, to) = (
+            self.offsets[node as usize] as usize,
+            self.offsets[node as usize + 1] as usize,
+        );
+        &self.links[from..to]
+    }
+
+    fn near(&self, query: &[f32], node: u32) -> Near {
+        Near {
+            dist: self.dist(query, node),
+            node,
+        }
+    }
+
+    /// A layer-0 walk from the point the greedy descent through the upper layers reaches,
+    /// or `None` when there is nothing to search.
+    fn walk(&self, query: &[f32], k: usize, ef: usize) -> Option<Walk> {
+        let (entry, top) = self.entry?;
+        if k == 0 || query.len() != self.dim {
+            return None;
+        }
+        let mut cur = self.near(query, entry);
         for layer in (1..=top.min(self.upper.len())).rev() {
             let links = &self.upper[layer - 1];
             loop {
                 let mut moved = false;
                 for &next in links.get(&cur.node).map_or(&[][..], |l| &l[..]) {
-                    let near = Near {
-                        dist: self.dist(query, next),
-                        node: next,
-                    };
+                    let near = self.near(query, next);
                     if near < cur {
                         cur = near;
                         moved = true;
@@ -243,51 +329,23 @@ impl FrozenGraph {
                 }
             }
         }
-        // Best-first walk of layer 0.
-        let mut visited = vec![0u64; self.ids.len().div_ceil(64)];
-        let mut visit = |node: u32| {
-            let (word, bit) = (node as usize / 64, 1u64 << (node % 64));
-            let fresh = visited[word] & bit == 0;
-            visited[word] |= bit;
-            fresh
+        let ef = ef.max(k);
+        let mut walk = Walk {
+            ef,
+            start: cur,
+            visited: vec![0u64; self.ids.len().div_ceil(64)],
+            frontier: BinaryHeap::with_capacity(ef * 2),
+            best: BinaryHeap::with_capacity(ef + 1),
         };
-        visit(cur.node);
-        let mut frontier: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 2);
-        let mut best: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
-        frontier.push(Reverse(cur));
-        if allow(self.ids[cur.node as usize]) {
-            best.push(cur);
-        }
-        while let Some(Reverse(near)) = frontier.pop() {
-            if best.len() >= ef && best.peek().is_some_and(|worst| near > *worst) {
-                break;
-            }
-            let (from, to) = (
-                self.offsets[near.node as usize] as usize,
-                self.offsets[near.node as usize + 1] as usize,
-            );
-            for &next in &self.links[from..to] {
-                if !visit(next) {
-                    continue;
-                }
-                let candidate = Near {
-                    dist: self.dist(query, next),
-                    node: next,
-                };
-                let full = best.len() >= ef;
-                if full && best.peek().is_some_and(|worst| candidate >= *worst) {
-                    continue;
-                }
-                frontier.push(Reverse(candidate));
-                if allow(self.ids[next as usize]) {
-                    best.push(candidate);
-                    if best.len() > ef {
-                        best.pop();
-                    }
-                }
-            }
-        }
-        let mut hits: Vec<(u32, f32)> = best
+        walk.visit(cur.node);
+        walk.frontier.push(Reverse(cur));
+        Some(walk)
+    }
+
+    /// The walk's best `k`, best first, ties by id, each id once.
+    fn hits(&self, walk: Walk, k: usize) -> Vec<(u32, f32)> {
+        let mut hits: Vec<(u32, f32)> = walk
+            .best
             .into_sorted_vec()
             .into_iter()
             .map(|n| (self.ids[n.node as usize], 1.0 - n.dist))
@@ -297,5 +355,54 @@ impl FrozenGraph {
         hits.retain(|(id, _)| seen.insert(*id));
         hits.truncate(k);
         hits
+    }
+}
+
+/// Sets `node`'s bit; true when it was clear.
+fn mark(bits: &mut [u64], node: u32) -> bool {
+    let (word, bit) = (node as usize / 64, 1u64 << (node % 64));
+    let fresh = bits[word] & bit == 0;
+    bits[word] |= bit;
+    fresh
+}
+
+/// A best-first walk of layer 0: the points to expand, nearest first, and the `ef` best
+/// accepted points found.
+struct Walk {
+    ef: usize,
+    start: Near,
+    visited: Vec<u64>,
+    frontier: BinaryHeap<Reverse<Near>>,
+    best: BinaryHeap<Near>,
+}
+
+impl Walk {
+    /// Marks `node` visited; true the first time.
+    fn visit(&mut self, node: u32) -> bool {
+        mark(&mut self.visited, node)
+    }
+
+    /// The next point to expand, or `None` once the nearest left is farther than the worst
+    /// of `ef` best.
+    fn next(&mut self) -> Option<Near> {
+        let Reverse(near) = self.frontier.pop()?;
+        let done = self.best.len() >= self.ef && self.best.peek().is_some_and(|w| near > *w);
+        (!done).then_some(near)
+    }
+
+    /// A newly visited point: expanded later unless `ef` better ones are known, and kept
+    /// among the best if `accepted` (asked only then).
+    fn consider(&mut self, candidate: Near, accepted: impl FnOnce() -> bool) {
+        let full = self.best.len() >= self.ef;
+        if full && self.best.peek().is_some_and(|worst| candidate >= *worst) {
+            return;
+        }
+        self.frontier.push(Reverse(candidate));
+        if accepted() {
+            self.best.push(candidate);
+            if self.best.len() > self.ef {
+                self.best.pop();
+            }
+        }
     }
 }

@@ -172,6 +172,47 @@ fn the_frozen_copy_finds_what_the_graph_finds() {
 }
 
 #[test]
+fn the_two_hop_walk_finds_a_narrow_filters_nearest() {
+    let f = fixture();
+    let frozen = f.index.freeze();
+    // One id in ten, scattered over the graph, as an actor's events are over its tenant.
+    let tenth = |id: u32| id.wrapping_mul(2_654_435_761) % 10 == 0;
+    let scope: Vec<u32> = (0..N as u32).filter(|&i| tenth(i)).collect();
+    let (mut r_within, mut r_where) = (0.0, 0.0);
+    for q in &f.queries {
+        let truth = exact_top(&f.store, q, &scope, 10);
+        let found = frozen.search_within(q, (64, 64, 32), tenth);
+        assert_eq!(found.len(), 64);
+        assert!(found.iter().all(|(id, _)| tenth(*id)), "the filter holds");
+        let ids: Vec<u32> = found.iter().map(|h| h.0).collect();
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "each id once");
+        for pair in found.windows(2) {
+            assert!(pair[0].1 >= pair[1].1, "best first");
+        }
+        let ranked: Vec<(u32, f32)> = exact_top(&f.store, q, &ids, 10)
+            .into_iter()
+            .map(|id| (id, 0.0))
+            .collect();
+        r_within += recall(&truth, &ranked);
+        r_where += recall(&truth, &frozen.search_where(q, 10, 64, tenth));
+    }
+    let n = f.queries.len() as f64;
+    let (r_within, r_where) = (r_within / n, r_where / n);
+    eprintln!("recall@10 under a 10% filter: two-hop {r_within:.3}, filtered {r_where:.3}");
+    assert!(r_within >= 0.95, "two-hop recall {r_within}");
+    // Nothing accepted: nothing found, and no distance is needed to say so.
+    assert!(frozen
+        .search_within(&f.queries[0], (10, 64, 32), |_| false)
+        .is_empty());
+    assert!(frozen
+        .search_within(&f.queries[0], (0, 64, 32), tenth)
+        .is_empty());
+}
+
+#[test]
 fn a_copy_is_not_reached_by_later_inserts() {
     let vectors = random_vectors(300, 5);
     let index = HnswIndex::new(HnswParams::default());
