@@ -767,3 +767,110 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     assert!(ids(&r).iter().all(|id| id != gone));
     e.shutdown().await;
 }
+
+/// A scope that is a narrow share of a graphed tenant (here a fifth: two of its ten actors)
+/// is walked within its own ids in the tenant's graph: the answer says it is approximate,
+/// holds only in-scope events, agrees with the exact one, and still finds events written
+/// after the graph's last update; a key limited to one of the actors sees only that actor.
+#[tokio::test]
+async fn a_narrow_scope_of_a_graphed_tenant_is_walked_within_its_ids() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = EngineConfig::new(dir.path().to_path_buf());
+    // The threshold and width lowered so that the test writes 3,000 events: at width 16 the
+    // walk within 600 ids is expected to cost less than scoring them.
+    c.recall.graph_min_vectors = 2_500;
+    c.recall.graph_ef = 16;
+    c.recall.exact_max_candidates = 200;
+    c.rank.lexical_share = 0.0;
+    c.rank.short_lexical_share = 0.0;
+    c.rank.context_weight = 0.0;
+    c.rank.episode_weight = 0.0;
+    c.rank.actor_boost = 0.0;
+    let e = Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine");
+    let mut rng = StdRng::seed_from_u64(43);
+    let centres = centres(&mut rng);
+    let big = TenantGrant::internal("big", "test");
+    for i in 0..3_000 {
+        let vector = near(&mut rng, &centres[i % centres.len()]);
+        let actor = format!("a{}", i % 10);
+        e.write_embedded(&big, crate::common::input(&body(i, &actor)), vector, false)
+            .await
+            .expect("write");
+    }
+    wait_for_graphs(&e, 2_500).await;
+    e.refresh().await.expect("refresh");
+    let two = Scope {
+        actor_ids: vec!["a3".into(), "a7".into()],
+        ..Scope::default()
+    };
+    let exact_of = |scope: Scope, v: &[f32]| {
+        let mut forced = request(scope);
+        forced.exact = true;
+        ids(&e.recall_with_vector(&big, &forced, v).expect("recall"))
+    };
+    let mut found = 0;
+    for centre in centres.iter().take(4) {
+        let v = near(&mut rng, centre);
+        let r = e
+            .recall_with_vector(&big, &request(two.clone()), &v)
+            .expect("recall");
+        assert_eq!(
+            (r.stats.path, r.stats.exact, r.results.len()),
+            (VectorPath::Graph, false, 10),
+            "600 in scope, a fifth of the tenant: walked within the scope"
+        );
+        assert!(r
+            .results
+            .iter()
+            .all(|h| ["a3", "a7"].contains(&h.event.actor_id.as_str())));
+        let truth = exact_of(two.clone(), &v);
+        found += ids(&r).iter().filter(|id| truth.contains(id)).count();
+    }
+    assert!(found >= 36, "recall@10 of the walk within: {found}/40");
+
+    // Written after the graph's last update (fewer than a batch): scored as its tail.
+    let target = unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect());
+    let mut fresh = Vec::new();
+    for i in 0..10 {
+        let actor = if i % 2 == 0 { "a3" } else { "a7" };
+        let out = e
+            .write_embedded(
+                &big,
+                crate::common::input(&body(20_000 + i, actor)),
+                near(&mut rng, &target),
+                false,
+            )
+            .await
+            .expect("write");
+        fresh.push(out.event.event_id);
+    }
+    let r = e
+        .recall_with_vector(&big, &request(two.clone()), &target)
+        .expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Graph);
+    let mut got = ids(&r);
+    got.sort();
+    fresh.sort();
+    assert_eq!(got, fresh, "the ten fresh events are the ten nearest");
+
+    // A key limited to a3 asks for both actors: it sees a3's events only.
+    let limits = episodic::auth::Limits {
+        actor_ids: Some(["a3".to_string()].into_iter().collect()),
+        max_privacy_class: episodic::model::PrivacyClass::Internal,
+    };
+    let a3 = episodic::auth::Principal::from_parts(
+        "k".into(),
+        Some("big".into()),
+        vec!["reader".into()],
+        limits,
+    )
+    .grant("reader")
+    .expect("grant");
+    let v = near(&mut rng, &centres[2]);
+    let r = e
+        .recall_with_vector(&a3, &request(two), &v)
+        .expect("recall");
+    assert_eq!(r.results.len(), 10);
+    assert!(r.results.iter().all(|h| h.event.actor_id == "a3"));
+    e.shutdown().await;
+}

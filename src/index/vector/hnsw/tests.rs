@@ -176,7 +176,7 @@ fn the_two_hop_walk_finds_a_narrow_filters_nearest() {
     let f = fixture();
     let frozen = f.index.freeze();
     // One id in ten, scattered over the graph, as an actor's events are over its tenant.
-    let tenth = |id: u32| id.wrapping_mul(2_654_435_761) % 10 == 0;
+    let tenth = |id: u32| id.wrapping_mul(2_654_435_761).is_multiple_of(10);
     let scope: Vec<u32> = (0..N as u32).filter(|&i| tenth(i)).collect();
     let (mut r_within, mut r_where) = (0.0, 0.0);
     for q in &f.queries {
