@@ -149,8 +149,8 @@ pub struct ServeArgs {
     /// The candidate list width of a tenant graph search (higher: better recall, slower).
     #[arg(long, env = "EPISODIC_GRAPH_EF", default_value_t = crate::retrieve::GRAPH_EF)]
     pub graph_ef: usize,
-    /// A scope narrower than this share of its tenant, in (0, 1], is not searched in the
-    /// tenant's graph.
+    /// A scope of at least this share of its tenant, in (0, 1], is searched plainly in the
+    /// tenant's graph; a narrower one (down to 5%) is walked within its own ids.
     #[arg(long, env = "EPISODIC_GRAPH_MIN_SHARE", default_value_t = crate::retrieve::GRAPH_MIN_SHARE)]
     pub graph_min_share: f64,
     /// No per-tenant graphs: broad scopes are served by the partition lists or exactly.

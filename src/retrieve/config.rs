@@ -24,9 +24,10 @@ pub const GRAPH_MIN_VECTORS: usize = 8_192;
 /// at 128 (see the benchmarks doc).
 pub const GRAPH_EF: usize = 160;
 
-/// The default [`RecallConfig::graph_min_share`]: a scope narrower than this share of its
-/// tenant is not searched in the tenant's graph (a filtered search then walks mostly
-/// rejected points, and the partition lists or the exact path cost less).
+/// The default [`RecallConfig::graph_min_share`]: a scope of at least this share of its
+/// tenant is searched plainly in the tenant's graph, `graph_ef / share` wide; a narrower one
+/// is walked within its own ids (`retrieve/graph.rs`), where a plain search would have to be
+/// too wide and a filtered one walks mostly rejected points.
 pub const GRAPH_MIN_SHARE: f64 = 0.3;
 
 /// How recall chooses between exact scoring, partition lists and HNSW.
@@ -69,8 +70,9 @@ pub struct RecallConfig {
     pub graph_min_vectors: usize,
     /// With `graphs`, the candidate list width of a graph search ([`GRAPH_EF`]).
     pub graph_ef: usize,
-    /// With `graphs`, the smallest share of its tenant a scope must be to be searched in the
-    /// tenant's graph ([`GRAPH_MIN_SHARE`]).
+    /// With `graphs`, the smallest share of its tenant a scope must be to be searched
+    /// plainly in the tenant's graph ([`GRAPH_MIN_SHARE`]); narrower scopes are walked within
+    /// their ids.
     pub graph_min_share: f64,
     /// From this many candidates on, scores are first bounded from the vectors' 8-bit codes
     /// and only the candidates that could rank are scored from their full vectors (the

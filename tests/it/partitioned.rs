@@ -533,13 +533,7 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     let mut rng = StdRng::seed_from_u64(31);
     let centres = centres(&mut rng);
     let solo = TenantGrant::internal("solo", "test");
-    for i in 0..3_000 {
-        let vector = near(&mut rng, &centres[i % centres.len()]);
-        let actor = format!("a{}", i % 4);
-        e.write_embedded(&solo, crate::common::input(&body(i, &actor)), vector, false)
-            .await
-            .expect("write");
-    }
+    spread(&e, &solo, (&mut rng, &centres), 3_000, 4).await;
     wait_for_partitions(&e, 3_000).await;
     e.refresh().await.expect("refresh");
     let v = near(&mut rng, &centres[0]);
@@ -568,6 +562,24 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     let x = e.recall_with_vector(&solo, &forced, &v).expect("recall");
     assert_eq!((x.stats.path, x.stats.exact), (VectorPath::Exact, true));
     assert_eq!(x.stats.candidates, 3_000);
+}
+
+/// Writes `n` events for `grant`, the i-th near centre `i mod centres` by actor `a{i mod
+/// actors}`.
+async fn spread(
+    e: &Engine,
+    grant: &TenantGrant,
+    (rng, centres): (&mut StdRng, &[Vec<f32>]),
+    n: usize,
+    actors: usize,
+) {
+    for i in 0..n {
+        let vector = near(rng, &centres[i % centres.len()]);
+        let actor = format!("a{}", i % actors);
+        e.write_embedded(grant, crate::common::input(&body(i, &actor)), vector, false)
+            .await
+            .expect("write");
+    }
 }
 
 async fn wait_for_graphs(e: &Engine, upto: usize) {
@@ -775,28 +787,19 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
 #[tokio::test]
 async fn a_narrow_scope_of_a_graphed_tenant_is_walked_within_its_ids() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut c = EngineConfig::new(dir.path().to_path_buf());
     // The threshold and width lowered so that the test writes 3,000 events: at width 16 the
-    // walk within 600 ids is expected to cost less than scoring them.
-    c.recall.graph_min_vectors = 2_500;
-    c.recall.graph_ef = 16;
-    c.recall.exact_max_candidates = 200;
-    c.rank.lexical_share = 0.0;
-    c.rank.short_lexical_share = 0.0;
-    c.rank.context_weight = 0.0;
-    c.rank.episode_weight = 0.0;
-    c.rank.actor_boost = 0.0;
-    let e = Engine::open(c, Arc::new(HashingEmbedder::new())).expect("engine");
+    // walk within 600 ids is expected to cost less than scoring them. No partition lists,
+    // which would compete for the scope.
+    let e = engine_with(dir.path(), false, 0.625, |c| {
+        c.recall.partitioned = false;
+        c.recall.graph_min_vectors = 2_500;
+        c.recall.graph_ef = 16;
+        c.recall.exact_max_candidates = 200;
+    });
     let mut rng = StdRng::seed_from_u64(43);
     let centres = centres(&mut rng);
     let big = TenantGrant::internal("big", "test");
-    for i in 0..3_000 {
-        let vector = near(&mut rng, &centres[i % centres.len()]);
-        let actor = format!("a{}", i % 10);
-        e.write_embedded(&big, crate::common::input(&body(i, &actor)), vector, false)
-            .await
-            .expect("write");
-    }
+    spread(&e, &big, (&mut rng, &centres), 3_000, 10).await;
     wait_for_graphs(&e, 2_500).await;
     e.refresh().await.expect("refresh");
     let two = Scope {

@@ -250,19 +250,21 @@ impl FrozenGraph {
         }
         let mut bridged = vec![0u64; self.ids.len().div_ceil(64)];
         let mut bridges: Vec<u32> = Vec::with_capacity(64);
+        // Takes in-scope `next` into the walk; true once `fanout` were taken.
+        let reach = |walk: &mut Walk, next: u32, taken: &mut usize| {
+            *taken += 1;
+            if walk.visit(next) {
+                walk.consider(self.near(query, next), || true);
+            }
+            *taken >= fanout
+        };
         while let Some(near) = walk.next() {
             let mut taken = 0usize;
             bridges.clear();
             for &next in self.links_of(near.node) {
                 if !allow(self.ids[next as usize]) {
                     bridges.push(next);
-                    continue;
-                }
-                taken += 1;
-                if walk.visit(next) {
-                    walk.consider(self.near(query, next), || true);
-                }
-                if taken >= fanout {
+                } else if reach(&mut walk, next, &mut taken) {
                     break;
                 }
             }
@@ -273,15 +275,9 @@ impl FrozenGraph {
                 if !mark(&mut bridged, bridge) {
                     continue;
                 }
-                for &next in self.links_of(bridge) {
-                    if !allow(self.ids[next as usize]) {
-                        continue;
-                    }
-                    taken += 1;
-                    if walk.visit(next) {
-                        walk.consider(self.near(query, next), || true);
-                    }
-                    if taken >= fanout {
+                let beyond = self.links_of(bridge).iter();
+                for &next in beyond.filter(|&&n| allow(self.ids[n as usize])) {
+                    if reach(&mut walk, next, &mut taken) {
                         break;
                     }
                 }
