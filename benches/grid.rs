@@ -1394,17 +1394,7 @@ fn graph_sweep(c: &Corpus, efs: &[String]) {
             let kept = frozen.search_where(qv, ef, ef, |d| tenant.get(d as usize) == Some(&0));
             ffiltered.push(t.elapsed().as_secs_f64() * 1e6);
             assert_eq!(kept.len(), hits.len());
-            // The engine ranks what the walk found by exact scores: so does the sweep.
-            let mut hits: Vec<(u32, f32)> = hits
-                .iter()
-                .map(|(d, _)| {
-                    let v = &c.vectors[*d as usize * DIM..(*d as usize + 1) * DIM];
-                    (*d, episodic::index::vector::dot(qv, v))
-                })
-                .collect();
-            hits.sort_by(|a, b| b.1.total_cmp(&a.1));
-            let top: HashSet<u32> = hits.iter().take(K).map(|h| h.0).collect();
-            ffound += gq.truth.iter().filter(|(d, _)| top.contains(d)).count();
+            ffound += found_of_truth(c, qv, &hits, gq);
         }
         let p = |v: &mut Vec<f64>, q: f64| {
             v.sort_by(f64::total_cmp);
@@ -1424,6 +1414,21 @@ fn graph_sweep(c: &Corpus, efs: &[String]) {
         );
     }
     scoped_sweep(c, &frozen, &efs);
+}
+
+/// How many of `gq`'s exact top k are among the top k of a walk's `hits` once ranked by
+/// their exact vectors, as the engine ranks what a walk found.
+fn found_of_truth(c: &Corpus, qv: &[f32], hits: &[(u32, f32)], gq: &GridQuery) -> usize {
+    let mut hits: Vec<(u32, f32)> = hits
+        .iter()
+        .map(|(d, _)| {
+            let v = &c.vectors[*d as usize * DIM..(*d as usize + 1) * DIM];
+            (*d, episodic::index::vector::dot(qv, v))
+        })
+        .collect();
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let top: HashSet<u32> = hits.iter().take(K).map(|h| h.0).collect();
+    gq.truth.iter().filter(|(d, _)| top.contains(d)).count()
 }
 
 /// The copy under the narrow rows' scopes (tenant 0's rows below half of it): a filtered
@@ -1465,16 +1470,7 @@ fn scoped_sweep(c: &Corpus, frozen: &episodic::index::vector::FrozenGraph, efs: 
                         frozen.search_within(qv, (ef, ef, fanout), allow)
                     };
                     times.push(t.elapsed().as_secs_f64() * 1e6);
-                    let mut hits: Vec<(u32, f32)> = hits
-                        .iter()
-                        .map(|(d, _)| {
-                            let v = &c.vectors[*d as usize * DIM..(*d as usize + 1) * DIM];
-                            (*d, episodic::index::vector::dot(qv, v))
-                        })
-                        .collect();
-                    hits.sort_by(|a, b| b.1.total_cmp(&a.1));
-                    let top: HashSet<u32> = hits.iter().take(K).map(|h| h.0).collect();
-                    found += gq.truth.iter().filter(|(d, _)| top.contains(d)).count();
+                    found += found_of_truth(c, qv, &hits, gq);
                 }
                 times.sort_by(f64::total_cmp);
                 let at = |q: f64| times[((times.len() as f64 - 1.0) * q).round() as usize];

@@ -564,6 +564,22 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     assert_eq!(x.stats.candidates, 3_000);
 }
 
+/// A reader's grant on `tenant` limited to `actor`'s events.
+fn limited_to(tenant: &str, actor: &str) -> TenantGrant {
+    let limits = episodic::auth::Limits {
+        actor_ids: Some([actor.to_string()].into_iter().collect()),
+        max_privacy_class: episodic::model::PrivacyClass::Internal,
+    };
+    episodic::auth::Principal::from_parts(
+        "k".into(),
+        Some(tenant.into()),
+        vec!["reader".into()],
+        limits,
+    )
+    .grant("reader")
+    .expect("grant")
+}
+
 /// Writes `n` events for `grant`, the i-th near centre `i mod centres` by actor `a{i mod
 /// actors}`.
 async fn spread(
@@ -743,18 +759,7 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     assert!(ids(&after).iter().all(|id| id != gone), "deleted");
 
     // A key limited to one actor sees only that actor's events, from the same graph.
-    let limits = episodic::auth::Limits {
-        actor_ids: Some(["a3".to_string()].into_iter().collect()),
-        max_privacy_class: episodic::model::PrivacyClass::Internal,
-    };
-    let a3 = episodic::auth::Principal::from_parts(
-        "k".into(),
-        Some("big".into()),
-        vec!["reader".into()],
-        limits,
-    )
-    .grant("reader")
-    .expect("grant");
+    let a3 = limited_to("big", "a3");
     let r = e
         .recall_with_vector(&a3, &request(Scope::default()), &v)
         .expect("recall");
@@ -857,18 +862,7 @@ async fn a_narrow_scope_of_a_graphed_tenant_is_walked_within_its_ids() {
     assert_eq!(got, fresh, "the ten fresh events are the ten nearest");
 
     // A key limited to a3 asks for both actors: it sees a3's events only.
-    let limits = episodic::auth::Limits {
-        actor_ids: Some(["a3".to_string()].into_iter().collect()),
-        max_privacy_class: episodic::model::PrivacyClass::Internal,
-    };
-    let a3 = episodic::auth::Principal::from_parts(
-        "k".into(),
-        Some("big".into()),
-        vec!["reader".into()],
-        limits,
-    )
-    .grant("reader")
-    .expect("grant");
+    let a3 = limited_to("big", "a3");
     let v = near(&mut rng, &centres[2]);
     let r = e
         .recall_with_vector(&a3, &request(two), &v)

@@ -116,6 +116,23 @@ fn recall_unfiltered_and_filtered() {
     assert!(r_half >= 0.9, "filtered recall {r_half}");
 }
 
+/// A copy's hits, checked to hold each id once, best first, then ranked by their exact
+/// vectors (the walk orders by 8-bit codes; recall ranks what it finds exactly).
+fn ranked_exactly(store: &VectorStore, q: &[f32], found: &[(u32, f32)]) -> Vec<(u32, f32)> {
+    let ids: Vec<u32> = found.iter().map(|h| h.0).collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "each id once");
+    for pair in found.windows(2) {
+        assert!(pair[0].1 >= pair[1].1, "best first");
+    }
+    exact_top(store, q, &ids, 10)
+        .into_iter()
+        .map(|id| (id, 0.0))
+        .collect()
+}
+
 #[test]
 fn the_frozen_copy_finds_what_the_graph_finds() {
     let f = fixture();
@@ -130,19 +147,7 @@ fn the_frozen_copy_finds_what_the_graph_finds() {
         // The copy orders its walk by 8-bit codes: rank what it finds exactly, as recall does.
         let found = frozen.search(q, 64, 64);
         assert_eq!(found.len(), 64);
-        let ids: Vec<u32> = found.iter().map(|h| h.0).collect();
-        let mut unique = ids.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), ids.len(), "each id once");
-        for pair in found.windows(2) {
-            assert!(pair[0].1 >= pair[1].1, "best first");
-        }
-        let ranked: Vec<(u32, f32)> = exact_top(&f.store, q, &ids, 10)
-            .into_iter()
-            .map(|id| (id, 0.0))
-            .collect();
-        r_frozen += recall(&truth, &ranked);
+        r_frozen += recall(&truth, &ranked_exactly(&f.store, q, &found));
         let kept = frozen.search_where(q, 10, 64, |id| id % 3 == 0);
         assert_eq!(kept.len(), 10);
         assert!(kept.iter().all(|(id, _)| id % 3 == 0), "the filter holds");
@@ -184,19 +189,7 @@ fn the_two_hop_walk_finds_a_narrow_filters_nearest() {
         let found = frozen.search_within(q, (64, 64, 32), tenth);
         assert_eq!(found.len(), 64);
         assert!(found.iter().all(|(id, _)| tenth(*id)), "the filter holds");
-        let ids: Vec<u32> = found.iter().map(|h| h.0).collect();
-        let mut unique = ids.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), ids.len(), "each id once");
-        for pair in found.windows(2) {
-            assert!(pair[0].1 >= pair[1].1, "best first");
-        }
-        let ranked: Vec<(u32, f32)> = exact_top(&f.store, q, &ids, 10)
-            .into_iter()
-            .map(|id| (id, 0.0))
-            .collect();
-        r_within += recall(&truth, &ranked);
+        r_within += recall(&truth, &ranked_exactly(&f.store, q, &found));
         r_where += recall(&truth, &frozen.search_where(q, 10, 64, tenth));
     }
     let n = f.queries.len() as f64;
