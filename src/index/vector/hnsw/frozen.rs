@@ -212,12 +212,9 @@ impl FrozenGraph {
         ef: usize,
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let Some(mut walk) = self.walk(query, k, ef) else {
+        let Some(mut walk) = self.walk(query, (k, ef), &allow) else {
             return Vec::new();
         };
-        if allow(self.ids[walk.start.node as usize]) {
-            walk.best.push(walk.start);
-        }
         while let Some(near) = walk.next() {
             for &next in self.links_of(near.node) {
                 if walk.visit(next) {
@@ -242,12 +239,9 @@ impl FrozenGraph {
         (k, ef, fanout): (usize, usize, usize),
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let Some(mut walk) = self.walk(query, k, ef) else {
+        let Some(mut walk) = self.walk(query, (k, ef), &allow) else {
             return Vec::new();
         };
-        if allow(self.ids[walk.start.node as usize]) {
-            walk.best.push(walk.start);
-        }
         let mut bridged = vec![0u64; self.ids.len().div_ceil(64)];
         let mut bridges: Vec<u32> = Vec::with_capacity(64);
         // Takes in-scope `next` into the walk; true once `fanout` were taken.
@@ -301,9 +295,14 @@ impl FrozenGraph {
         }
     }
 
-    /// A layer-0 walk from the point the greedy descent through the upper layers reaches,
-    /// or `None` when there is nothing to search.
-    fn walk(&self, query: &[f32], k: usize, ef: usize) -> Option<Walk> {
+    /// A layer-0 walk from the point the greedy descent through the upper layers reaches
+    /// (among the best if `allow` accepts it), or `None` when there is nothing to search.
+    fn walk(
+        &self,
+        query: &[f32],
+        (k, ef): (usize, usize),
+        allow: impl Fn(u32) -> bool,
+    ) -> Option<Walk> {
         let (entry, top) = self.entry?;
         if k == 0 || query.len() != self.dim {
             return None;
@@ -328,13 +327,15 @@ impl FrozenGraph {
         let ef = ef.max(k);
         let mut walk = Walk {
             ef,
-            start: cur,
             visited: vec![0u64; self.ids.len().div_ceil(64)],
             frontier: BinaryHeap::with_capacity(ef * 2),
             best: BinaryHeap::with_capacity(ef + 1),
         };
         walk.visit(cur.node);
         walk.frontier.push(Reverse(cur));
+        if allow(self.ids[cur.node as usize]) {
+            walk.best.push(cur);
+        }
         Some(walk)
     }
 
@@ -366,7 +367,6 @@ fn mark(bits: &mut [u64], node: u32) -> bool {
 /// accepted points found.
 struct Walk {
     ef: usize,
-    start: Near,
     visited: Vec<u64>,
     frontier: BinaryHeap<Reverse<Near>>,
     best: BinaryHeap<Near>,
