@@ -325,6 +325,21 @@ impl Table {
         t.number
     }
 
+    /// Every internal id `tenant`'s events were given (live, deleted or purged; one per event
+    /// id, each event id keeping its one id for good), sorted, when there are at most `max`
+    /// of them; `None` when there are more or the table never held an event of `tenant`.
+    /// Every live event of the tenant is among them, so checking these ids on their heads
+    /// lists a small tenant's scope without the scope index.
+    pub fn tenant_docs_up_to(&self, tenant: &str, max: usize) -> Option<Vec<u32>> {
+        let t = self.by_id.get(tenant)?;
+        if t.ids.len() > max {
+            return None;
+        }
+        let mut docs: Vec<u32> = t.ids.values().copied().collect();
+        docs.sort_unstable();
+        Some(docs)
+    }
+
     /// The number [`Table::push`] gave `tenant`'s entries (`None`: the table has never held
     /// an event of that tenant). Numbers are never reused.
     pub fn tenant_number(&self, tenant: &str) -> Option<u32> {

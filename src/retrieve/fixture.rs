@@ -64,6 +64,14 @@ impl World {
         doc
     }
 
+    /// Deletes `acme`'s event `id`: a tombstone in the table, the document gone from the index
+    /// (at the next [`World::commit`]), as the engine's delete does.
+    pub(super) fn delete(&mut self, id: &str) {
+        let at = Timestamp::parse("2026-06-20T00:00:00Z").expect("time");
+        let gone = self.table.write().delete("acme", id, at).expect("live");
+        self.scope.delete(gone.doc).expect("deleted");
+    }
+
     /// How many events were added.
     pub(super) fn len(&self) -> usize {
         self.table.read().next_doc() as usize

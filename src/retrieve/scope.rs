@@ -2,9 +2,11 @@
 //! from the snapshot's tantivy searcher, fresh ones matched in memory), and those the grant
 //! and the view may see become heads.
 //!
-//! Invariant: nothing outside the grant's tenant and the filter reaches a later stage; every
-//! id below the snapshot's watermark comes from the index, every id at or above it from
-//! the table, with the same predicate.
+//! Invariant: nothing outside the grant's tenant and the filter reaches a later stage. A
+//! tenant of at most [`SMALL_TENANT_IDS`] event ids, under a filter heads decide, is listed
+//! from the table alone, every id checked on its head; otherwise every id below the
+//! snapshot's watermark comes from the index, every id at or above it from the table, with
+//! the same predicate. Both listings give the same ids.
 
 use std::sync::OnceLock;
 
@@ -40,14 +42,38 @@ pub(super) fn index_error(e: impl std::fmt::Display) -> SearchError {
     SearchError(e.to_string())
 }
 
-/// In-scope internal ids: committed ones from tantivy plus fresh ones matched in memory.
+/// In-scope internal ids: a small tenant's from the table's list of its ids, checked on
+/// their heads ([`SMALL_TENANT_IDS`]); any other's, committed ones from tantivy plus fresh
+/// ones matched in memory.
 pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>, SearchError> {
     let table: &Table = &snap.table;
     if !table.may_match(filter) {
         return Ok(Vec::new());
     }
     let heads = table.head_filter(filter);
-    let mut ids = committed(snap, filter, heads.as_ref())?;
+    if let Some(heads) = &heads {
+        if let Some(docs) = table.tenant_docs_up_to(&filter.tenant, SMALL_TENANT_IDS) {
+            return Ok(docs
+                .into_iter()
+                .filter(|&d| heads.matches(&table.head(d)))
+                .collect());
+        }
+    }
+    indexed(snap, filter, heads.as_ref())
+}
+
+/// A tenant holding at most this many event ids lists its scope from the table alone when
+/// heads decide the filter: a few head reads cost less than a search of every segment of
+/// the scope index, whose fixed cost per segment dominates a tiny tenant's recall.
+pub(super) const SMALL_TENANT_IDS: usize = 256;
+
+/// [`candidates`] from the scope index and the fresh tail, whatever the tenant's size.
+fn indexed(
+    snap: &Snapshot<'_>,
+    filter: &ScopeFilter,
+    heads: Option<&HeadFilter>,
+) -> Result<Vec<u32>, SearchError> {
+    let mut ids = committed(snap, filter, heads)?;
     ids.extend(fresh_in_scope(snap, filter).map(|e| e.doc));
     ids.sort_unstable();
     ids.dedup();
@@ -172,7 +198,12 @@ mod tests {
         w.commit();
         w.add(ev("b", "bob", "s1", AT, "fresh"), [0.0, 1.0, 0.0, 0.0]);
         let snap = w.snapshot();
-        let all = candidates(&snap, &scope_filter("acme", &Scope::default())).unwrap();
+        // The index's listing, which a tenant too large for the table's listing takes.
+        let indexed = |filter: &ScopeFilter| {
+            let heads = snap.table.head_filter(filter);
+            indexed(&snap, filter, heads.as_ref()).unwrap()
+        };
+        let all = indexed(&scope_filter("acme", &Scope::default()));
         assert_eq!(
             all,
             vec![0, 2],
@@ -182,12 +213,88 @@ mod tests {
             actor_ids: vec!["bob".into()],
             ..Scope::default()
         };
-        assert_eq!(
-            candidates(&snap, &scope_filter("acme", &bob)).unwrap(),
-            vec![2]
-        );
+        assert_eq!(indexed(&scope_filter("acme", &bob)), vec![2]);
         let none = candidates(&snap, &scope_filter("nobody", &Scope::default())).unwrap();
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_small_tenant_listed_from_the_table_gives_the_index_listing() {
+        let mut w = World::new(SubjectRule::OFF);
+        let days = ["2026-06-10T00:00:00Z", "2026-06-12T00:00:00Z", AT];
+        for i in 0..9 {
+            let actor = ["ann", "bob", "cy"][i % 3];
+            let mut e = ev(&format!("e{i}"), actor, "s1", days[i % 3], "an event");
+            e.event_type = ["note", "task_milestone"][i % 2].into();
+            e.project_id = Some(["p1", "p2"][i / 5].into());
+            w.add(e, [1.0, 0.0, 0.0, 0.0]);
+        }
+        let mut other = ev("x", "ann", "s1", AT, "other tenant");
+        other.tenant_id = "other".into();
+        w.add(other, [1.0, 0.0, 0.0, 0.0]);
+        w.delete("e4");
+        w.commit();
+        // Fresh (above the watermark), and one of them deleted before the next commit.
+        for i in 9..12 {
+            w.add(
+                ev(&format!("e{i}"), "bob", "s1", AT, "fresh"),
+                [0.0, 1.0, 0.0, 0.0],
+            );
+        }
+        w.delete("e10");
+        let snap = w.snapshot();
+        let table: &Table = &snap.table;
+        assert_eq!(
+            table
+                .tenant_docs_up_to("acme", SMALL_TENANT_IDS)
+                .unwrap()
+                .len(),
+            12
+        );
+        assert_eq!(
+            table.tenant_docs_up_to("acme", 11),
+            None,
+            "too many: the index lists"
+        );
+        assert_eq!(table.tenant_docs_up_to("nobody", SMALL_TENANT_IDS), None);
+        let scopes = [
+            Scope::default(),
+            Scope {
+                actor_ids: vec!["bob".into(), "cy".into()],
+                ..Scope::default()
+            },
+            Scope {
+                event_types: vec!["note".into()],
+                project_ids: vec!["p1".into()],
+                ..Scope::default()
+            },
+            Scope {
+                actor_ids: vec!["bob".into()],
+                occurred_after: Some(Timestamp::parse(days[1]).unwrap()),
+                occurred_before: Some(Timestamp::parse(AT).unwrap()),
+                ..Scope::default()
+            },
+            Scope {
+                actor_ids: vec!["nobody".into()],
+                ..Scope::default()
+            },
+        ];
+        for scope in &scopes {
+            let filter = scope_filter("acme", scope);
+            let heads = table.head_filter(&filter);
+            let listed = candidates(&snap, &filter).unwrap();
+            assert_eq!(
+                listed,
+                indexed(&snap, &filter, heads.as_ref()).unwrap(),
+                "{scope:?}"
+            );
+            assert!(
+                !listed.contains(&4) && !listed.contains(&11),
+                "deleted: {listed:?}"
+            );
+        }
+        let all = candidates(&snap, &scope_filter("acme", &Scope::default())).unwrap();
+        assert_eq!(all, vec![0, 1, 2, 3, 5, 6, 7, 8, 10, 12]);
     }
 
     #[test]
