@@ -560,10 +560,7 @@ impl Engine {
         now: Timestamp,
     ) -> Result<RecallResponse, Error> {
         let query = normalized(query_vector.to_vec(), self.embedder().dim())?;
-        // On the engine's pool, as the async recall is: the caller waits once, and the
-        // scoring's parallel sections split work among pool threads instead of each one
-        // waking another pool from outside it.
-        self.cpu.install(|| {
+        let run = || {
             let snap = self.shared.snapshot();
             if snap.vectors.dim() != query.len() {
                 // A re-embedding switched to a model of another dimension meanwhile.
@@ -580,7 +577,20 @@ impl Engine {
             };
             crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
                 .map_err(Error::from)
-        })
+        };
+        // A small tenant's recall has nothing to split among threads (every parallel section
+        // stays on one below thousands of candidates): it runs on the calling thread, which
+        // spares waking a pool thread and waiting for it, most of such a recall's time. Any
+        // other runs on the engine's pool, as the async recall does: the caller waits once,
+        // and the scoring's parallel sections split work among pool threads instead of each
+        // one waking another pool from outside it.
+        let small = self.shared.table.read().tenant_ids(grant.tenant())
+            <= crate::retrieve::SMALL_TENANT_IDS;
+        if small {
+            run()
+        } else {
+            self.cpu.install(run)
+        }
     }
 
     /// One page of the timeline, ordered by `occurredAt`.

@@ -325,6 +325,12 @@ impl Table {
         t.number
     }
 
+    /// How many internal ids `tenant`'s events were given (live, deleted or purged; 0 for a
+    /// tenant the table never held).
+    pub fn tenant_ids(&self, tenant: &str) -> usize {
+        self.by_id.get(tenant).map_or(0, |t| t.ids.len())
+    }
+
     /// Every internal id `tenant`'s events were given (live, deleted or purged; one per event
     /// id, each event id keeping its one id for good), sorted, when there are at most `max`
     /// of them; `None` when there are more or the table never held an event of `tenant`.

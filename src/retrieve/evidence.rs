@@ -69,6 +69,12 @@ pub fn is_unsafe_char(c: char) -> bool {
 }
 
 fn push_sanitized(out: &mut String, value: &str) {
+    // Printable ASCII is never unsafe (control characters are below 0x20 or 0x7F, invisible
+    // ones beyond ASCII): the usual value is copied whole instead of char by char.
+    if value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        out.push_str(value);
+        return;
+    }
     for c in value.chars() {
         match c {
             '\n' => out.push_str("\\n"),
@@ -153,6 +159,22 @@ mod tests {
         assert!(block.contains("ok\\n- occurred_at: 1999"));
         assert!(block.contains("\\u{200B}\\u{E0041}x"));
         assert!(!block.chars().any(|c| c != '\n' && is_unsafe_char(c)));
+    }
+
+    #[test]
+    fn printable_ascii_is_copied_whole_and_everything_else_is_checked() {
+        // The fast path copies printable ASCII unchecked: none of it may be unsafe.
+        assert!((0x20u8..0x7f).all(|b| !is_unsafe_char(b as char)));
+        let mut out = String::new();
+        push_sanitized(&mut out, "plain ASCII, copied whole");
+        assert_eq!(out, "plain ASCII, copied whole");
+        // Tab, DEL and any non-ASCII value take the checked path.
+        out.clear();
+        push_sanitized(&mut out, "a\tb\u{7F}c");
+        assert_eq!(out, "a b\\u{7F}c");
+        out.clear();
+        push_sanitized(&mut out, "café\u{2028}x");
+        assert_eq!(out, "café\\u{2028}x");
     }
 
     /// Splits on every character some renderer or line splitter treats as a line break

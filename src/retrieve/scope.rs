@@ -65,7 +65,7 @@ pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>,
 /// A tenant holding at most this many event ids lists its scope from the table alone when
 /// heads decide the filter: a few head reads cost less than a search of every segment of
 /// the scope index, whose fixed cost per segment dominates a tiny tenant's recall.
-pub(super) const SMALL_TENANT_IDS: usize = 256;
+pub const SMALL_TENANT_IDS: usize = 256;
 
 /// [`candidates`] from the scope index and the fresh tail, whatever the tenant's size.
 fn indexed(
