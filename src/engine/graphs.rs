@@ -7,18 +7,56 @@
 //! Compaction drops every graph and starts over: a graph holds copies of vectors, and none
 //! may outlive the vectors a purge removed.
 //!
+//! Graphs are saved after an update that built them, and again once they grew by a quarter
+//! ([`super::graph_files`]); the first update after a start reads them back, checks each
+//! against the table, extends it with what its tenant wrote since, and publishes them
+//! before building any other. Compaction removes the files with the graphs.
+//!
 //! Invariants: at most one update runs at a time, never on the writer thread, and holds the
 //! table lock only to read tenant numbers; an update that started before a reset publishes
 //! nothing (the epoch); until an update is published, recall reads the previous set, whose
 //! uncovered ids (at or above its `upto`) are scored exactly as its tail.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::graph_files::{self, Witness};
 use super::shared::Shared;
 use crate::index::vector::{HnswIndex, HnswParams, VectorError, VectorStore};
 use crate::read::{TenantGraphs, NONE};
+
+/// The tenant graphs' files, as the engine keeps track of them.
+#[derive(Debug, Default)]
+pub struct GraphDisk {
+    /// Points of each tenant's graph when it was last saved or read back.
+    saved: parking_lot::Mutex<HashMap<u32, usize>>,
+    /// Whether the saved graphs were read back (once, by the first update).
+    read: AtomicBool,
+    /// Set by shutdown: nothing more is written.
+    stop: AtomicBool,
+    /// Held while graph files are written or removed.
+    io: parking_lot::Mutex<()>,
+    /// Points read back at the start.
+    loaded: AtomicUsize,
+}
+
+impl GraphDisk {
+    /// Points of the graphs read back from disk at the start (0 when none were, or all
+    /// were rebuilt).
+    pub fn loaded(&self) -> usize {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    /// Stops writing graph files, after the one being written, if any.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        drop(self.io.lock());
+    }
+}
+
+/// A graph grows by this share of its points (1 / n) before it is saved again.
+const SAVE_GROWTH_DIVISOR: usize = 4;
 
 /// Vectors written since the last update that start the next one. Until then they are a
 /// tail every graph recall of their tenant scores exactly (at most this many, about 0.3 ms
@@ -54,22 +92,34 @@ pub(crate) fn maybe_update(shared: &Arc<Shared>) {
     let shared = Arc::clone(shared);
     rayon::spawn(move || {
         let epoch = *shared.graph_epoch.lock();
+        if !shared.graph_disk.read.swap(true, Ordering::AcqRel) {
+            if let Err(e) = read_back(&shared, epoch) {
+                tracing::warn!(error = %e, "saved tenant graphs not read back");
+            }
+        }
         let started = std::time::Instant::now();
         let min = shared.graph_min_vectors.unwrap_or(usize::MAX);
         match update(&shared, min) {
             Ok((next, built)) => {
-                let current = shared.graph_epoch.lock();
-                if *current == epoch {
-                    if built > 0 {
-                        tracing::info!(
-                            graphs = next.graphs().len(),
-                            points = next.points(),
-                            built,
-                            seconds = started.elapsed().as_secs_f64(),
-                            "tenant graphs built"
-                        );
+                let next = Arc::new(next);
+                let published = {
+                    let current = shared.graph_epoch.lock();
+                    if *current == epoch {
+                        if built > 0 {
+                            tracing::info!(
+                                graphs = next.graphs().len(),
+                                points = next.points(),
+                                built,
+                                seconds = started.elapsed().as_secs_f64(),
+                                "tenant graphs built"
+                            );
+                        }
+                        shared.graphs.store(Arc::clone(&next));
                     }
-                    shared.graphs.store(Arc::new(next));
+                    *current == epoch
+                };
+                if published {
+                    save_grown(&shared, &next, epoch);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "tenant graph update failed"),
@@ -78,14 +128,145 @@ pub(crate) fn maybe_update(shared: &Arc<Shared>) {
     });
 }
 
-/// Drops every graph (after compaction) and starts over.
+/// Reads the saved graphs back (see the module docs) and publishes those that pass, each
+/// extended by its tenant's vectors written since it was saved, with every tenant's count.
+fn read_back(shared: &Shared, epoch: u64) -> Result<(), VectorError> {
+    let vectors = shared.vectors.load_full();
+    let Some(model) = vectors.model().map(str::to_string) else {
+        return Ok(());
+    };
+    let dir = &shared.paths.graphs;
+    let started = std::time::Instant::now();
+    // Files are read and checksummed without the table lock, which writes need.
+    let read = graph_files::read_all(dir, graph_params(0), &model);
+    if read.is_empty() {
+        return Ok(());
+    }
+    let (upto, tenants, checked) = {
+        let table = shared.table.read();
+        let upto = (vectors.len() as u32).min(table.next_doc());
+        let tenants: Vec<u32> = (0..upto).map(|d| table.head(d).tenant).collect();
+        let checked: Vec<_> = read
+            .into_iter()
+            .map(|r| (graph_files::check(&r, &table, upto), r))
+            .collect();
+        (upto, tenants, checked)
+    };
+    let mut counts: HashMap<u32, u32> = HashMap::new();
+    for &t in tenants.iter().filter(|&&t| t != NONE) {
+        *counts.entry(t).or_default() += 1;
+    }
+    let (mut graphs, mut frozen, mut saved) = (HashMap::new(), HashMap::new(), HashMap::new());
+    for (number, r) in checked {
+        let number = match number {
+            Ok(n) => n,
+            Err(reason) => {
+                graph_files::rejected(dir, &r.tenant, &reason);
+                continue;
+            }
+        };
+        let since: Vec<u32> = (r.witness.upto..upto)
+            .filter(|&d| tenants[d as usize] == number)
+            .collect();
+        let copy = if since.is_empty() {
+            r.frozen
+        } else {
+            insert(&r.graph, &vectors, &since)?;
+            r.graph.freeze()
+        };
+        saved.insert(number, r.witness.points.len());
+        frozen.insert(number, Arc::new(copy));
+        graphs.insert(number, Arc::new(r.graph));
+    }
+    let set = TenantGraphs::new(upto, counts, graphs, frozen);
+    let current = shared.graph_epoch.lock();
+    if *current == epoch && shared.graphs.load().upto() == 0 {
+        tracing::info!(
+            graphs = set.graphs().len(),
+            points = set.points(),
+            seconds = started.elapsed().as_secs_f64(),
+            "tenant graphs read back"
+        );
+        shared
+            .graph_disk
+            .loaded
+            .store(set.points(), Ordering::Release);
+        *shared.graph_disk.saved.lock() = saved;
+        shared.graphs.store(Arc::new(set));
+    }
+    Ok(())
+}
+
+/// Saves each graph of `set` that was never saved or grew by a [`SAVE_GROWTH_DIVISOR`]th
+/// since, and whose copy holds all of it, unless the graphs were reset since `epoch` or
+/// the engine is stopping.
+fn save_grown(shared: &Shared, set: &TenantGraphs, epoch: u64) {
+    let Some(model) = shared.vectors.load().model().map(str::to_string) else {
+        return;
+    };
+    for (&tenant, graph) in set.graphs() {
+        let points = graph.len();
+        let last = shared.graph_disk.saved.lock().get(&tenant).copied();
+        if last.is_some_and(|s| points < s + s / SAVE_GROWTH_DIVISOR) {
+            continue;
+        }
+        let Some(copy) = set.graph(tenant).filter(|c| c.len() == points) else {
+            continue;
+        };
+        let named = {
+            let table = shared.table.read();
+            table.tenant_name(tenant).and_then(|name| {
+                let witness = Witness::of(copy, (name, set.upto()), &model, &table)?;
+                Some((name.to_string(), witness))
+            })
+        };
+        let Some((name, witness)) = named else {
+            continue;
+        };
+        let _io = shared.graph_disk.io.lock();
+        if shared.graph_disk.stop.load(Ordering::Acquire) || *shared.graph_epoch.lock() != epoch {
+            return;
+        }
+        match graph_files::save(&shared.paths.graphs, &name, graph, &witness) {
+            Ok(()) => {
+                shared.graph_disk.saved.lock().insert(tenant, points);
+            }
+            Err(e) => tracing::warn!(tenant = %name, error = %e, "tenant graph not saved"),
+        }
+    }
+}
+
+/// A tenant graph's shape, for `points` vectors.
+fn graph_params(points: usize) -> HnswParams {
+    HnswParams {
+        m: GRAPH_M,
+        ef_construction: GRAPH_EF_CONSTRUCTION,
+        ef_search: GRAPH_EF_CONSTRUCTION,
+        max_elements: points * 2,
+    }
+}
+
+/// Drops every graph and its files (after compaction) and starts over.
 pub(crate) fn reset(shared: &Arc<Shared>) {
     {
+        let _io = shared.graph_disk.io.lock();
         let mut epoch = shared.graph_epoch.lock();
         *epoch += 1;
         shared.graphs.store(Arc::default());
+        shared.graph_disk.saved.lock().clear();
+        remove_files(shared);
     }
     maybe_update(shared);
+}
+
+/// Removes every saved graph.
+pub(crate) fn remove_files(shared: &Shared) {
+    let dir = &shared.paths.graphs;
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not remove the tenant graphs");
+        }
+    }
 }
 
 /// The next set: the current one's graphs extended by the ids written since, plus a new
@@ -131,12 +312,7 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
             let docs: Vec<u32> = (0..upto)
                 .filter(|d| tenants[*d as usize] == *tenant)
                 .collect();
-            let graph = HnswIndex::new(HnswParams {
-                m: GRAPH_M,
-                ef_construction: GRAPH_EF_CONSTRUCTION,
-                ef_search: GRAPH_EF_CONSTRUCTION,
-                max_elements: docs.len() * 2,
-            });
+            let graph = HnswIndex::new(graph_params(docs.len()));
             insert(&graph, &vectors, &docs)?;
             frozen.insert(*tenant, Arc::new(graph.freeze()));
             graphs.insert(*tenant, Arc::new(graph));

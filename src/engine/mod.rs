@@ -28,6 +28,7 @@ mod draft;
 mod error;
 mod export;
 mod gauges;
+mod graph_files;
 mod graphs;
 mod import;
 mod logged;
@@ -221,6 +222,8 @@ pub struct EngineStats {
     /// Ids below this are in their tenant's graph when it has one (see
     /// [`crate::read::TenantGraphs`]).
     pub graphs_upto: usize,
+    /// Points of the tenant graphs read back from disk at the start, instead of built.
+    pub graphs_read_back: usize,
 }
 
 /// The engine handle; cheap to clone.
@@ -292,6 +295,7 @@ impl Engine {
             tenant_graphs: graphs.graphs().len(),
             graph_points: graphs.points(),
             graphs_upto: graphs.upto() as usize,
+            graphs_read_back: self.shared.graph_disk.loaded(),
         }
     }
 
@@ -342,6 +346,9 @@ impl Engine {
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
         }
+        // A tenant graph being saved finishes; none is written after.
+        let shared = Arc::clone(&self.shared);
+        let _ = tokio::task::spawn_blocking(move || shared.graph_disk.stop()).await;
     }
 
     /// Whether every sealed chunk of vectors has its 8-bit code block (coded in the

@@ -104,6 +104,7 @@ pub(super) fn open(
             .then_some(config.recall.graph_min_vectors),
         graph_building: std::sync::atomic::AtomicBool::new(false),
         graph_epoch: Default::default(),
+        graph_disk: Default::default(),
         scope,
         watermark: AtomicUsize::new(0),
         scope_health: Default::default(),
@@ -163,6 +164,10 @@ pub(super) fn open(
         "engine recovered from the log"
     );
     partitions::maybe_rebuild(&shared);
+    if shared.graph_min_vectors.is_none() {
+        // Graph recall is off: saved graphs would go stale.
+        graphs::remove_files(&shared);
+    }
     graphs::maybe_update(&shared);
     start(shared, log, audit, config, walk_to, dir_lock)
 }

@@ -34,6 +34,8 @@ pub struct Paths {
     pub scope: PathBuf,
     /// The HNSW snapshot directory.
     pub hnsw: PathBuf,
+    /// The saved tenant graphs (see [`super::graph_files`]).
+    pub graphs: PathBuf,
     /// Where a re-embedding keeps the vectors it made until it switches models.
     pub reembed: PathBuf,
     /// The audit trail.
@@ -59,6 +61,7 @@ impl Paths {
             log: data_dir.join("log").join("events.log"),
             scope: data_dir.join("index").join("scope"),
             hnsw: data_dir.join("index").join("hnsw"),
+            graphs: data_dir.join("index").join("graphs"),
             reembed: data_dir.join("index").join("reembed"),
             audit: data_dir.join("audit").join("audit.log"),
             hash_key: data_dir.join("audit").join("hash.key"),
@@ -98,6 +101,8 @@ pub struct Shared {
     /// Bumped by every reset of the graphs (compaction): an update that started before it
     /// publishes nothing.
     pub graph_epoch: parking_lot::Mutex<u64>,
+    /// The tenant graphs' files: what was saved, and the lock their writes take.
+    pub graph_disk: super::graphs::GraphDisk,
     /// The tantivy scope index.
     pub scope: ScopeIndex,
     /// Internal ids below this are committed in `scope` (see [`super::writer`]'s scope sync).

@@ -325,6 +325,14 @@ impl Table {
         t.number
     }
 
+    /// The tenant [`Table::push`] numbered `number`, if any.
+    pub fn tenant_name(&self, number: u32) -> Option<&str> {
+        self.by_id
+            .iter()
+            .find(|(_, t)| t.number == number)
+            .map(|(name, _)| &**name)
+    }
+
     /// How many internal ids `tenant`'s events were given (live, deleted or purged; 0 for a
     /// tenant the table never held).
     pub fn tenant_ids(&self, tenant: &str) -> usize {

@@ -629,10 +629,12 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     let defaults = c.recall.clone();
     assert!(defaults.graphs, "tenant graphs are on by default");
     assert_eq!(defaults.graph_min_vectors, 8_192);
-    // A small tenant: at the default width the cost model expects a whole-tenant search to
-    // cost less than scoring 6,000 candidates (it pays from about 2,700), and a half-tenant
-    // one, twice as wide, more than scoring 3,000.
+    // A small tenant: at width 160 (a graph of 5,000 points is searched 40% of `graph_ef`
+    // wide) the cost model expects a whole-tenant search to cost less than scoring 6,000
+    // candidates (it pays from about 2,700), and a half-tenant one, twice as wide, more
+    // than scoring 3,000.
     c.recall.graph_min_vectors = 5_000;
+    c.recall.graph_ef = 400;
     c.recall.exact_max_candidates = 300;
     c.rank.lexical_share = 0.0;
     c.rank.short_lexical_share = 0.0;
@@ -782,6 +784,104 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
         .expect("recall");
     assert_eq!(r.stats.path, VectorPath::Graph);
     assert!(ids(&r).iter().all(|id| id != gone));
+    e.shutdown().await;
+}
+
+/// How many of the ten ids a whole-tenant recall of each query finds from its graph the
+/// exact answers hold, in all.
+fn graph_found(e: &Engine, grant: &TenantGrant, queries: &[Vec<f32>]) -> usize {
+    let mut found = 0;
+    for v in queries {
+        let r = e
+            .recall_with_vector(grant, &request(Scope::default()), v)
+            .expect("recall");
+        assert_eq!((r.stats.path, r.results.len()), (VectorPath::Graph, 10));
+        let mut forced = request(Scope::default());
+        forced.exact = true;
+        let truth = ids(&e.recall_with_vector(grant, &forced, v).expect("recall"));
+        found += ids(&r).iter().filter(|id| truth.contains(id)).count();
+    }
+    found
+}
+
+/// A tenant graph is saved once built, and a restart reads it back instead of building it
+/// again: the read-back graph answers the whole tenant as the built one did. A saved graph
+/// whose files do not verify is not used: it is built again, and saved anew.
+#[tokio::test]
+async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let open = || {
+        engine_with(dir.path(), false, 0.625, |c| {
+            c.recall.partitioned = false;
+            c.recall.graph_min_vectors = 2_500;
+            c.recall.exact_max_candidates = 200;
+        })
+    };
+    let e = open();
+    let mut rng = StdRng::seed_from_u64(44);
+    let centres = centres(&mut rng);
+    let big = TenantGrant::internal("big", "test");
+    spread(&e, &big, (&mut rng, &centres), 3_000, 10).await;
+    wait_for_graphs(&e, 2_500).await;
+    // Saved under the hex of the tenant id, the witness written last.
+    let witness = dir.path().join("index/graphs/626967.points");
+    let started = Instant::now();
+    while !witness.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no graph saved"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    e.refresh().await.expect("refresh");
+    let built = e.stats();
+    assert_eq!(built.graphs_read_back, 0, "built, not read back");
+    let queries: Vec<Vec<f32>> = centres.iter().take(4).map(|c| near(&mut rng, c)).collect();
+    let found = graph_found(&e, &big, &queries);
+    assert!(found >= 36, "recall@10 of the built graph: {found}/40");
+    e.shutdown().await;
+
+    let e = open();
+    wait_for_graphs(&e, 2_500).await;
+    let stats = e.stats();
+    assert_eq!(
+        (stats.tenant_graphs, stats.graphs_read_back),
+        (1, built.graph_points),
+        "the saved graph read back: {stats:?}"
+    );
+    assert_eq!(
+        stats.graph_points, 3_000,
+        "extended by what was written after the save"
+    );
+    e.refresh().await.expect("refresh");
+    let found = graph_found(&e, &big, &queries);
+    assert!(found >= 36, "recall@10 of the read-back graph: {found}/40");
+    e.shutdown().await;
+
+    // A changed byte: the witness does not verify, the graph is built again and saved anew.
+    let mut bytes = std::fs::read(&witness).expect("witness");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&witness, &bytes).expect("corrupt");
+    let e = open();
+    wait_for_graphs(&e, 2_500).await;
+    let stats = e.stats();
+    assert_eq!(
+        (stats.tenant_graphs, stats.graphs_read_back),
+        (1, 0),
+        "{stats:?}"
+    );
+    let started = Instant::now();
+    while std::fs::read(&witness).map_or(true, |b| b == bytes) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "not saved anew"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    e.refresh().await.expect("refresh");
+    let found = graph_found(&e, &big, &queries);
+    assert!(found >= 36, "recall@10 of the rebuilt graph: {found}/40");
     e.shutdown().await;
 }
 

@@ -103,7 +103,7 @@ pub enum VectorError {
 
 impl VectorError {
     /// Builds an [`VectorError::Io`] for `path`.
-    fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),
             source,

@@ -159,6 +159,11 @@ impl FrozenGraph {
         graph
     }
 
+    /// The internal id of each point, in node order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
     /// Points in the copy.
     pub fn len(&self) -> usize {
         self.ids.len()
