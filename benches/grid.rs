@@ -25,7 +25,7 @@
 //!   written by `benches/real/texts.py`) with the real model into `<dir>/vectors.f32` and
 //!   `<dir>/queries.f32`, the real-model corpus `GRID_REAL=<dir>` reads.
 //!
-//! Environment: `GRID_N` (events, default 100000), `GRID_QUERIES` (per row, default 100),
+//! Environment: `RUST_LOG` (the engine's log on stderr), `GRID_N` (events, default 100000), `GRID_QUERIES` (per row, default 100),
 //! `GRID_DIR` (default `$CARGO_TARGET_DIR/grid` or `target/grid`), `GRID_ENGINE_DIR` (keep
 //! and reopen the ingested engine), `GRID_ROWS` (rows of the standalone table),
 //! `GRID_RESTART=0` (skip the restart measurement), `GRID_LARGEST` (share of the largest
@@ -991,6 +991,13 @@ fn quality(c: &Corpus, row: &GridRow, ids: &[Vec<u32>]) -> (f64, usize) {
 }
 
 fn main() {
+    // `RUST_LOG=episodic=info` shows the engine's log (background builds, saved graphs).
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")

@@ -39,6 +39,9 @@ class Corpus:
     def __init__(self, d: Path):
         self.meta = json.loads((d / "grid.json").read_text())
         self.n = self.meta["n"]
+        # The corpus directory's name ("n100000", "n1000000-t1000"): peers' stores are kept
+        # per corpus, not per size.
+        self.name = d.name
         self.vectors = np.fromfile(d / "vectors.f32", dtype="<f4").reshape(self.n, DIM)
         self.attrs = np.fromfile(d / "attrs.u16", dtype="<u2").reshape(self.n, 4).astype(np.int32)
         q = np.fromfile(d / "queries.f32", dtype="<f4")
@@ -122,7 +125,7 @@ class Qdrant:
         import qdrant_edge as q
         self.q = q
         self.ef = ef
-        path = workdir / f"qdrant-n{c.n}"
+        path = workdir / f"qdrant-{c.name}"
         t0 = time.time()
         if (path / "ready").exists():
             self.shard = q.EdgeShard.load(str(path))
@@ -183,8 +186,8 @@ class Chroma:
     def __init__(self, c: Corpus, workdir: Path, ef: int):
         import chromadb
         from chromadb.config import Settings
-        path = workdir / f"chroma-n{c.n}"
-        ready = workdir / f"chroma-n{c.n}.ready"
+        path = workdir / f"chroma-{c.name}"
+        ready = workdir / f"chroma-{c.name}.ready"
         t0 = time.time()
         self.build_s = None
         if not ready.exists():
@@ -488,8 +491,8 @@ def main():
         env.update(kv.split("=", 1) for kv in kvs.split(",") if kv)
         base = os.environ.get("GRID_ENGINE_DIR")
         if base:
-            src = Path(base) / f"n{c.n}"
-            dst = Path(f"{base}-{name}") / f"n{c.n}"
+            src = Path(base) / c.name
+            dst = Path(f"{base}-{name}") / c.name
             if (src / "grid-ingested").exists() and not (dst / "grid-ingested").exists():
                 shutil.rmtree(dst, ignore_errors=True)
                 shutil.copytree(src, dst)

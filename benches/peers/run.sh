@@ -7,6 +7,8 @@ cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 export GRID_N=${GRID_N:-100000}
 export GRID_QUERIES=${GRID_QUERIES:-100}
+# The corpus directory grid.rs writes: GRID_TENANTS=<T> gives the 1M-over-1,000-tenants one.
+CORPUS="n$GRID_N${GRID_TENANTS:+-t$GRID_TENANTS}"
 # The ingested engine is kept and reopened by later runs (delete the directory to re-ingest).
 export GRID_ENGINE_DIR=${GRID_ENGINE_DIR:-$CARGO_TARGET_DIR/grid-engine}
 VENV=${PEERS_VENV:-$CARGO_TARGET_DIR/venv}
@@ -21,12 +23,12 @@ case ",$SYSTEMS," in *,chroma,*) PINS="$PINS chromadb==1.5.9" ;; esac
 cargo bench --bench grid --no-run
 cargo bench -q --bench grid -- gen
 "$VENV/bin/python" benches/peers/peers.py \
-  --grid "$CARGO_TARGET_DIR/grid/n$GRID_N" \
+  --grid "$CARGO_TARGET_DIR/grid/$CORPUS" \
   --work "$CARGO_TARGET_DIR/peerwork" \
   --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
   --systems "$SYSTEMS" \
   --rows "${ROWS:-}" \
-  --out "$CARGO_TARGET_DIR/grid/peers-n$GRID_N.json" \
+  --out "$CARGO_TARGET_DIR/grid/peers-$CORPUS.json" \
   --episodic-cmd "cargo bench -q --bench grid -- serve" \
   --episodic-variant "episodic-hnsw:GRID_APPROXIMATE=1,GRID_EXACT_MAX_CANDIDATES=2000,GRID_HNSW_MIN_FRACTION=0.01" \
   --episodic-variant "episodic-exact:GRID_EXACT=1"

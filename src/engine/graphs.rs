@@ -13,7 +13,8 @@
 //! before building any other. Compaction removes the files with the graphs.
 //!
 //! Invariants: at most one update runs at a time, never on the writer thread, and holds the
-//! table lock only to read tenant numbers; an update that started before a reset publishes
+//! table lock only to read tenant numbers and, to read graphs back or save them, the records
+//! their points' ids hold (files are read and written without it); an update that started before a reset publishes
 //! nothing (the epoch); until an update is published, recall reads the previous set, whose
 //! uncovered ids (at or above its `upto`) are scored exactly as its tail.
 
