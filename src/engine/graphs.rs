@@ -182,16 +182,16 @@ fn read_back(shared: &Shared, epoch: u64) -> Result<(), VectorError> {
     let set = TenantGraphs::new(upto, counts, graphs, frozen);
     let current = shared.graph_epoch.lock();
     if *current == epoch && shared.graphs.load().upto() == 0 {
+        // The points read from disk, not those added since they were saved.
+        let read: usize = saved.values().sum();
         tracing::info!(
             graphs = set.graphs().len(),
+            read,
             points = set.points(),
             seconds = started.elapsed().as_secs_f64(),
             "tenant graphs read back"
         );
-        shared
-            .graph_disk
-            .loaded
-            .store(set.points(), Ordering::Release);
+        shared.graph_disk.loaded.store(read, Ordering::Release);
         *shared.graph_disk.saved.lock() = saved;
         shared.graphs.store(Arc::new(set));
     }

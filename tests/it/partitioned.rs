@@ -598,6 +598,27 @@ async fn spread(
     }
 }
 
+/// Writes events `numbers` near `target`, their actors taken from `actors` in turn; their
+/// event ids.
+async fn write_near(
+    e: &Engine,
+    grant: &TenantGrant,
+    (rng, target): (&mut StdRng, &[f32]),
+    numbers: std::ops::Range<usize>,
+    actors: &[&str],
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    for (k, i) in numbers.enumerate() {
+        let input = crate::common::input(&body(i, actors[k % actors.len()]));
+        let out = e
+            .write_embedded(grant, input, near(rng, target), false)
+            .await
+            .expect("write");
+        ids.push(out.event.event_id);
+    }
+    ids
+}
+
 async fn wait_for_graphs(e: &Engine, upto: usize) {
     let started = Instant::now();
     while e.stats().graphs_upto < upto {
@@ -724,19 +745,7 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
 
     // Written after the graph's last update (fewer than a batch): scored as its tail.
     let target = unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect());
-    let mut fresh = Vec::new();
-    for i in 0..10 {
-        let out = e
-            .write_embedded(
-                &big,
-                crate::common::input(&body(20_000 + i, "a2")),
-                near(&mut rng, &target),
-                false,
-            )
-            .await
-            .expect("write");
-        fresh.push(out.event.event_id);
-    }
+    let fresh = write_near(&e, &big, (&mut rng, &target), 20_000..20_010, &["a2"]).await;
     let r = e
         .recall_with_vector(&big, &request(Scope::default()), &target)
         .expect("recall");
@@ -839,6 +848,9 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
     let queries: Vec<Vec<f32>> = centres.iter().take(4).map(|c| near(&mut rng, c)).collect();
     let found = graph_found(&e, &big, &queries);
     assert!(found >= 36, "recall@10 of the built graph: {found}/40");
+    // Written after the save, fewer than a batch: no update saves them.
+    let later = unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect());
+    write_near(&e, &big, (&mut rng, &later), 10_000..10_200, &["a1"]).await;
     e.shutdown().await;
 
     let e = open();
@@ -850,7 +862,7 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
         "the saved graph read back: {stats:?}"
     );
     assert_eq!(
-        stats.graph_points, 3_000,
+        stats.graph_points, 3_200,
         "extended by what was written after the save"
     );
     e.refresh().await.expect("refresh");
@@ -938,20 +950,7 @@ async fn a_narrow_scope_of_a_graphed_tenant_is_walked_within_its_ids() {
 
     // Written after the graph's last update (fewer than a batch): scored as its tail.
     let target = unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect());
-    let mut fresh = Vec::new();
-    for i in 0..10 {
-        let actor = if i % 2 == 0 { "a3" } else { "a7" };
-        let out = e
-            .write_embedded(
-                &big,
-                crate::common::input(&body(20_000 + i, actor)),
-                near(&mut rng, &target),
-                false,
-            )
-            .await
-            .expect("write");
-        fresh.push(out.event.event_id);
-    }
+    let mut fresh = write_near(&e, &big, (&mut rng, &target), 20_000..20_010, &["a3", "a7"]).await;
     let r = e
         .recall_with_vector(&big, &request(two.clone()), &target)
         .expect("recall");
