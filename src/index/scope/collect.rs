@@ -126,7 +126,10 @@ impl Collector for DocIdsCollector<'_> {
 
     fn merge_fruits(&self, fruits: Vec<Vec<u32>>) -> tantivy::Result<Vec<u32>> {
         let mut all: Vec<u32> = fruits.into_iter().flatten().collect();
-        all.sort_unstable();
+        // Each segment lists its ids in ascending runs (its documents were added, or its
+        // merged segments joined, in id order), which a merging sort only merges, where
+        // `sort_unstable` would partition them all over again.
+        all.sort();
         all.dedup();
         Ok(all)
     }
