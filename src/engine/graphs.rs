@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use super::graph_files::{self, Witness};
 use super::shared::Shared;
-use crate::index::vector::{HnswIndex, HnswParams, VectorError, VectorStore};
-use crate::read::{TenantGraphs, NONE};
+use crate::index::vector::{FrozenGraph, HnswIndex, HnswParams, VectorError, VectorStore};
+use crate::read::{GraphKeys, TenantGraphs, NONE};
 
 /// The tenant graphs' files, as the engine keeps track of them.
 #[derive(Debug, Default)]
@@ -179,7 +179,8 @@ fn read_back(shared: &Shared, epoch: u64) -> Result<(), VectorError> {
         frozen.insert(number, Arc::new(copy));
         graphs.insert(number, Arc::new(r.graph));
     }
-    let set = TenantGraphs::new(upto, counts, graphs, frozen);
+    let keys = keyed(shared, &TenantGraphs::default(), &frozen);
+    let set = TenantGraphs::new(upto, counts, graphs, frozen, keys);
     let current = shared.graph_epoch.lock();
     if *current == epoch && shared.graphs.load().upto() == 0 {
         // The points read from disk, not those added since they were saved.
@@ -319,10 +320,32 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
             graphs.insert(*tenant, Arc::new(graph));
         }
     }
+    let keys = keyed(shared, &current, &frozen);
     Ok((
-        TenantGraphs::new(upto, counts, graphs, frozen),
+        TenantGraphs::new(upto, counts, graphs, frozen, keys),
         newcomers.len(),
     ))
+}
+
+/// The scope keys of each copy in `frozen`: `current`'s for a copy it holds too, new ones
+/// for the others, each made under its own hold of the table's read lock (about 10 ms for a
+/// copy of 100,000 points), so that writers never wait for all of them.
+fn keyed(
+    shared: &Shared,
+    current: &TenantGraphs,
+    frozen: &HashMap<u32, Arc<FrozenGraph>>,
+) -> HashMap<u32, Arc<GraphKeys>> {
+    frozen
+        .iter()
+        .map(|(&tenant, copy)| {
+            let same = current.graph(tenant).is_some_and(|c| Arc::ptr_eq(c, copy));
+            let keys = match current.keys(tenant) {
+                Some(keys) if same => Arc::clone(keys),
+                _ => Arc::new(GraphKeys::of(copy.ids(), &shared.table.read())),
+            };
+            (tenant, keys)
+        })
+        .collect()
 }
 
 /// Inserts the vectors of `docs` into `graph`, a chunk at a time, each in parallel.

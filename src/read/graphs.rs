@@ -12,11 +12,15 @@
 //! - [`TenantGraphs::count`] is the tenant's number of vectors below `upto`, whether or not
 //!   it has a graph;
 //! - the set is replaced whole (an atomic swap) and its graphs only ever gain points;
-//!   compaction, which purges vectors, drops every graph.
+//!   compaction, which purges vectors, drops every graph;
+//! - each copy has its [`GraphKeys`], made from the table's heads of its points when the
+//!   copy was taken.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::head::{HeadFilter, NONE};
+use super::table::Table;
 use crate::index::vector::{FrozenGraph, HnswIndex};
 
 /// The graphs of the tenants that have one, and every tenant's vector count.
@@ -30,6 +34,8 @@ pub struct TenantGraphs {
     graphs: HashMap<u32, Arc<HnswIndex>>,
     /// The copy recall searches of each graph, by tenant number.
     frozen: HashMap<u32, Arc<FrozenGraph>>,
+    /// The scope keys of each copy, by tenant number.
+    keys: HashMap<u32, Arc<GraphKeys>>,
 }
 
 impl TenantGraphs {
@@ -40,12 +46,14 @@ impl TenantGraphs {
         counts: HashMap<u32, u32>,
         graphs: HashMap<u32, Arc<HnswIndex>>,
         frozen: HashMap<u32, Arc<FrozenGraph>>,
+        keys: HashMap<u32, Arc<GraphKeys>>,
     ) -> Self {
         TenantGraphs {
             upto,
             counts,
             graphs,
             frozen,
+            keys,
         }
     }
 
@@ -57,6 +65,11 @@ impl TenantGraphs {
     /// The searchable copy of `tenant`'s graph, if it has one.
     pub fn graph(&self, tenant: u32) -> Option<&Arc<FrozenGraph>> {
         self.frozen.get(&tenant)
+    }
+
+    /// The scope keys of `tenant`'s copy, if it has one.
+    pub fn keys(&self, tenant: u32) -> Option<&Arc<GraphKeys>> {
+        self.keys.get(&tenant)
     }
 
     /// The vectors of `tenant` among ids below [`Self::upto`].
@@ -82,5 +95,127 @@ impl TenantGraphs {
     /// Points held by all graphs.
     pub fn points(&self) -> usize {
         self.graphs.values().map(|g| g.len()).sum()
+    }
+}
+
+/// Each point's scope fields in its graph copy's node order (what a [`HeadFilter`] reads of
+/// a head), and the nodes under each actor, project and event type: a walk within a scope
+/// asks them which points it may take, so the scope is never listed from the index.
+///
+/// Invariant: node `i`'s fields are those of the head of the copy's `ids()[i]` when the
+/// keys were made. An event's scope fields never change after it is written, and a
+/// deleted event's head has no tenant, so a scope's nodes are its events in the copy that
+/// were live then; whether a point found is still live, granted and visible is checked on
+/// its head afterwards.
+#[derive(Debug, Default)]
+pub struct GraphKeys {
+    tenants: Vec<u32>,
+    actors: Vec<u32>,
+    projects: Vec<u32>,
+    kinds: Vec<u32>,
+    occurred_ms: Vec<i64>,
+    by_actor: HashMap<u32, Vec<u32>>,
+    by_project: HashMap<u32, Vec<u32>>,
+    by_kind: HashMap<u32, Vec<u32>>,
+}
+
+impl GraphKeys {
+    /// The keys of the points `ids` (a copy's ids in node order), from `table`'s heads.
+    pub fn of(ids: &[u32], table: &Table) -> Self {
+        let mut keys = GraphKeys::default();
+        for (node, &doc) in ids.iter().enumerate() {
+            let h = table.head(doc);
+            let node = node as u32;
+            keys.tenants.push(h.tenant);
+            keys.actors.push(h.actor);
+            keys.projects.push(h.project);
+            keys.kinds.push(h.kind);
+            keys.occurred_ms.push(h.occurred_ms);
+            if h.tenant != NONE {
+                keys.by_actor.entry(h.actor).or_default().push(node);
+                keys.by_project.entry(h.project).or_default().push(node);
+                keys.by_kind.entry(h.kind).or_default().push(node);
+            }
+        }
+        keys
+    }
+
+    /// Points keyed.
+    pub fn len(&self) -> usize {
+        self.tenants.len()
+    }
+
+    /// True when no point is keyed.
+    pub fn is_empty(&self) -> bool {
+        self.tenants.is_empty()
+    }
+
+    /// Heap bytes the keys hold.
+    pub fn bytes(&self) -> usize {
+        let lists =
+            |m: &HashMap<u32, Vec<u32>>| m.values().map(|v| v.len() * 4 + 32).sum::<usize>();
+        self.len() * 24 + lists(&self.by_actor) + lists(&self.by_project) + lists(&self.by_kind)
+    }
+
+    /// The nodes whose events `filter` matches, one bit per node: the nodes under the
+    /// filter's list (actors, projects or event types) that holds the fewest, each checked
+    /// on its other fields; every node checked when the filter has no list.
+    pub fn select(&self, filter: &HeadFilter) -> NodeSet {
+        let mut bits = vec![0u64; self.len().div_ceil(64)];
+        let within = |list: &Option<Vec<u32>>, n: u32| {
+            list.as_ref().is_none_or(|l| l.binary_search(&n).is_ok())
+        };
+        let matches = |i: usize| {
+            self.tenants[i] == filter.tenant
+                && within(&filter.actors, self.actors[i])
+                && within(&filter.projects, self.projects[i])
+                && within(&filter.kinds, self.kinds[i])
+                && filter.after_ms.is_none_or(|a| self.occurred_ms[i] >= a)
+                && filter.before_ms.is_none_or(|b| self.occurred_ms[i] < b)
+        };
+        let mut set = |i: usize| {
+            if matches(i) {
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        };
+        let lists = [
+            (&filter.actors, &self.by_actor),
+            (&filter.projects, &self.by_project),
+            (&filter.kinds, &self.by_kind),
+        ];
+        let posted = |values: &[u32], by: &HashMap<u32, Vec<u32>>| -> usize {
+            values.iter().map(|v| by.get(v).map_or(0, Vec::len)).sum()
+        };
+        let narrowest = lists
+            .iter()
+            .filter_map(|(list, by)| list.as_deref().map(|l| (l, *by)))
+            .min_by_key(|(values, by)| posted(values, by));
+        match narrowest {
+            Some((values, by)) => {
+                for nodes in values.iter().filter_map(|v| by.get(v)) {
+                    nodes.iter().for_each(|&n| set(n as usize));
+                }
+            }
+            None => (0..self.len()).for_each(set),
+        }
+        NodeSet(bits)
+    }
+}
+
+/// Nodes of a graph copy, one bit each ([`GraphKeys::select`]).
+#[derive(Debug)]
+pub struct NodeSet(Vec<u64>);
+
+impl NodeSet {
+    /// Whether `node` is in the set.
+    pub fn contains(&self, node: u32) -> bool {
+        self.0
+            .get(node as usize / 64)
+            .is_some_and(|w| w & (1 << (node % 64)) != 0)
+    }
+
+    /// Nodes in the set.
+    pub fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 }

@@ -39,7 +39,7 @@ use parking_lot::RwLockReadGuard;
 
 pub use access::{Access, View, Visibility};
 pub use entry::{Entry, Lookup, Slot, Tombstone};
-pub use graphs::TenantGraphs;
+pub use graphs::{GraphKeys, NodeSet, TenantGraphs};
 pub use head::{Changed, Head, HeadFilter, Marks, NONE, NO_SOURCE};
 pub use partitioned::Partitioned;
 pub use subject::SubjectRule;

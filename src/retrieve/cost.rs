@@ -40,8 +40,9 @@ pub const GRAPH_NS_PER_EF: u64 = 5_000;
 /// 100,000-event grid tenant, 1.5 ms at 96 on real-model embeddings).
 pub const GRAPH_WITHIN_NS_PER_EF: u64 = 10_000;
 
-/// CPU per in-scope id to mark it in the set a walk within the scope reads (the ids come
-/// listed from the index, which the exact path would list too).
+/// CPU per in-scope point to mark it in the set a walk within the scope reads (its node
+/// read from the graph's keys under the filter's narrowest list and checked on its other
+/// fields; the scope is not listed from the index).
 pub const GRAPH_NS_PER_ID: u64 = 10;
 
 /// The default floor below which recall stays exact whatever the partitions would cost:
@@ -71,8 +72,8 @@ pub fn graph_ns(ef: usize, share: f64) -> u64 {
     ((ef as u64 * GRAPH_NS_PER_EF) as f64 / share) as u64
 }
 
-/// A walk within a scope of `ids` in its tenant's graph at width `ef`, marking the ids
-/// included.
+/// A walk within a scope of `ids` points in its tenant's graph at width `ef`, marking
+/// them first.
 pub fn graph_within_ns(ef: usize, ids: usize) -> u64 {
     ef as u64 * GRAPH_WITHIN_NS_PER_EF + ids as u64 * GRAPH_NS_PER_ID
 }

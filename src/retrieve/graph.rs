@@ -7,9 +7,12 @@
 //! `graph_min_share`) is searched plainly, `width / share` wide, and the hits checked (the
 //! width is `graph_ef` in a graph of [`GRAPH_FULL_WIDTH_POINTS`] or more, proportionally
 //! less in a smaller one, down to [`GRAPH_MIN_WIDTH_PERCENT`] of it); a
-//! narrower one (down to [`GRAPH_WITHIN_MIN_SHARE`]) is walked within the scope's ids
-//! ([`FrozenGraph::search_within`]: distances for in-scope points only, out-of-scope
-//! neighbours as bridges), [`GRAPH_WITHIN_WIDTH_PERCENT`] of `graph_ef` wide.
+//! narrower one (down to [`GRAPH_WITHIN_MIN_SHARE`]) is walked within the scope's points
+//! ([`FrozenGraph::search_within_nodes`]: distances for in-scope points only, out-of-scope
+//! neighbours as bridges), [`GRAPH_WITHIN_WIDTH_PERCENT`] of `graph_ef` wide. Which points
+//! are in scope the graph's own keys tell ([`GraphKeys::select`]: the nodes under the
+//! filter's narrowest list, each checked on its other fields), so the scope is never listed
+//! from the index: at 1M events that listing and its sort were a third of a walk's recall.
 
 use super::config::RecallConfig;
 use super::cost;
@@ -17,7 +20,7 @@ use super::lexical::Bm25;
 use super::partition::{broad_count, PARTITION_LEXICAL_DEPTH};
 use super::scope::{InScope, SearchError};
 use crate::index::vector::FrozenGraph;
-use crate::read::{Access, Head, HeadFilter, Snapshot, Table, View, Visibility};
+use crate::read::{Access, GraphKeys, Head, HeadFilter, Snapshot, Table, View, Visibility};
 
 /// The widest plain search, as a multiple of `graph_ef` (a share of at least
 /// [`super::GRAPH_MIN_SHARE`] by default never needs more).
@@ -66,7 +69,7 @@ pub(super) fn graph_width(graph_ef: usize, points: usize, k: usize) -> usize {
 enum GraphWalk {
     /// Plainly, this wide, the hits then checked on their heads.
     Plain { width: usize },
-    /// Within the scope's ids, this wide.
+    /// Within the scope's points ([`GraphKeys::select`]), this wide.
     Within { width: usize },
 }
 
@@ -74,10 +77,12 @@ enum GraphWalk {
 /// and the search is expected to cost `cost_ns` of CPU, less than scoring every candidate.
 pub(super) struct GraphPick<'s> {
     graph: &'s FrozenGraph,
+    /// Its points' scope keys (which points a walk within the scope may take).
+    keys: &'s GraphKeys,
     scope: HeadFilter,
     ef: usize,
     /// A plain search `ef / share` wide (at most [`GRAPH_MAX_WIDEN`] times `ef`), or one
-    /// within the scope's ids.
+    /// within the scope's points.
     walk: GraphWalk,
     /// The expected CPU of the search ([`cost::graph_ns`], [`cost::graph_within_ns`]).
     pub(super) cost_ns: u64,
@@ -87,8 +92,8 @@ pub(super) struct GraphPick<'s> {
 /// scope's tenant has a graph, heads can decide the filter, the index counts more than
 /// `exact_max_candidates` in scope, the scope is at least [`GRAPH_WITHIN_MIN_SHARE`] of its
 /// tenant and the search is expected to cost less than scoring every candidate ([`cost`]).
-/// A scope of at least `graph_min_share` is searched plainly, a narrower one within its ids
-/// (listed from the index here, as the exact path would list them).
+/// A scope of at least `graph_min_share` is searched plainly, a narrower one within its
+/// points.
 pub(super) fn graph_pick<'s>(
     snap: &'s Snapshot<'_>,
     cfg: &RecallConfig,
@@ -101,7 +106,10 @@ pub(super) fn graph_pick<'s>(
     let Some(scope) = snap.table.head_filter(in_scope.filter) else {
         return Ok(None);
     };
-    let Some(graph) = snap.graphs.graph(scope.tenant) else {
+    let (Some(graph), Some(keys)) = (
+        snap.graphs.graph(scope.tenant),
+        snap.graphs.keys(scope.tenant),
+    ) else {
         return Ok(None);
     };
     let Some(count) = broad_count(snap, in_scope, cfg.exact_max_candidates)? else {
@@ -114,11 +122,10 @@ pub(super) fn graph_pick<'s>(
         let width = ((ef as f64 / share).ceil() as usize).clamp(ef, ef * GRAPH_MAX_WIDEN);
         (GraphWalk::Plain { width }, cost::graph_ns(ef, share))
     } else if share >= GRAPH_WITHIN_MIN_SHARE {
-        let listed = in_scope.ids()?.len();
         let width = (cfg.graph_ef * GRAPH_WITHIN_WIDTH_PERCENT / 100).max(k);
         (
             GraphWalk::Within { width },
-            cost::graph_within_ns(width, listed),
+            cost::graph_within_ns(width, count),
         )
     } else {
         return Ok(None);
@@ -128,6 +135,7 @@ pub(super) fn graph_pick<'s>(
     }
     Ok(Some(GraphPick {
         graph,
+        keys,
         scope,
         ef,
         walk,
@@ -143,14 +151,15 @@ pub(super) fn graph_pick<'s>(
 /// A broad scope's search walks the graph's read-only copy plainly, `graph_ef / share`
 /// wide so that about `graph_ef` of what it finds are in scope, whose hits are then checked
 /// on their heads: a filtered walk would not stop before `graph_ef` points passed, so under
-/// a narrow scope it reads most of the graph. A narrower scope's walk stays within its ids
-/// (listed from the index), whose hits are checked on their heads too (grant and view).
+/// a narrow scope it reads most of the graph. A narrower scope's walk stays within its
+/// points (the graph's keys), whose hits are checked on their heads too (the keys are as
+/// of the copy; the grant and view are as of the snapshot).
 /// Only when fewer than `k` of them pass (most of the tenant deleted, or a scope the
 /// estimate overrated) does a filtered walk of width `graph_ef` follow.
 pub(super) fn graph_scope(
     snap: &Snapshot<'_>,
     pick: &GraphPick<'_>,
-    (access, in_scope): (&Access, &InScope<'_>),
+    access: &Access,
     (query, lexical): (&[f32], Option<&Bm25<'_>>),
     vis: &Visibility,
     k: usize,
@@ -162,9 +171,9 @@ pub(super) fn graph_scope(
     let found = match pick.walk {
         GraphWalk::Plain { width } => pick.graph.search(query, width, width),
         GraphWalk::Within { width } => {
-            let ids = IdSet::of(in_scope.ids()?, snap.graphs.upto());
+            let nodes = pick.keys.select(scope);
             pick.graph
-                .search_within(query, (width, width, GRAPH_FANOUT), |d| ids.contains(d))
+                .search_within_nodes(query, (width, width, GRAPH_FANOUT), |n| nodes.contains(n))
         }
     };
     let mut heads: Vec<Head> = found
@@ -195,30 +204,82 @@ pub(super) fn graph_scope(
     Ok(Some(heads))
 }
 
-/// A scope's ids below the graphs' watermark, as one bit per id: what a walk within the
-/// scope asks of each point it meets, in a few nanoseconds.
-struct IdSet(Vec<u64>);
-
-impl IdSet {
-    /// The set of `ids` below `upto` (the rest are the graphs' tail, never in a graph).
-    fn of(ids: &[u32], upto: u32) -> Self {
-        let mut bits = vec![0u64; (upto as usize).div_ceil(64)];
-        for &d in ids.iter().filter(|&&d| d < upto) {
-            bits[d as usize / 64] |= 1 << (d % 64);
-        }
-        IdSet(bits)
-    }
-
-    fn contains(&self, d: u32) -> bool {
-        self.0
-            .get(d as usize / 64)
-            .is_some_and(|w| w & (1 << (d % 64)) != 0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::{ev, World};
+    use super::super::scope::{candidates, scope_filter};
     use super::*;
+    use crate::model::request::Scope;
+    use crate::model::Timestamp;
+    use crate::read::SubjectRule;
+
+    #[test]
+    fn a_graphs_keys_select_the_points_the_index_lists_in_scope() {
+        let days = [
+            "2026-06-10T00:00:00Z",
+            "2026-06-12T00:00:00Z",
+            "2026-06-17T09:20:00Z",
+        ];
+        let mut w = World::new(SubjectRule::OFF);
+        for i in 0..30 {
+            let actor = ["ann", "bob", "cy"][i % 3];
+            let mut e = ev(&format!("e{i}"), actor, "s1", days[i % 3], "an event");
+            e.event_type = ["note", "task_milestone"][i % 2].into();
+            e.project_id = (i % 5 != 0).then(|| ["p1", "p2"][i % 4 / 2].into());
+            w.add(e, [1.0, 0.0, 0.0, 0.0]);
+        }
+        let mut other = ev("x", "ann", "s1", days[0], "other tenant");
+        other.tenant_id = "other".into();
+        w.add(other, [1.0, 0.0, 0.0, 0.0]);
+        w.delete("e4");
+        w.commit();
+        let snap = w.snapshot();
+        let table: &Table = &snap.table;
+        // A graph holds its tenant's points, deleted ones too, in any node order.
+        let ids: Vec<u32> = (0..30u32).rev().collect();
+        let keys = GraphKeys::of(&ids, table);
+        let at = |day: &str| Some(Timestamp::parse(day).unwrap());
+        let scopes = [
+            Scope::default(),
+            Scope {
+                actor_ids: vec!["bob".into(), "cy".into()],
+                ..Scope::default()
+            },
+            Scope {
+                event_types: vec!["note".into()],
+                project_ids: vec!["p1".into()],
+                ..Scope::default()
+            },
+            Scope {
+                actor_ids: vec!["ann".into()],
+                occurred_after: at(days[1]),
+                occurred_before: at(days[2]),
+                ..Scope::default()
+            },
+            Scope {
+                occurred_after: at(days[1]),
+                ..Scope::default()
+            },
+            Scope {
+                actor_ids: vec!["nobody".into()],
+                ..Scope::default()
+            },
+        ];
+        for scope in &scopes {
+            let filter = scope_filter("acme", scope);
+            let heads = table.head_filter(&filter).expect("heads decide it");
+            let nodes = keys.select(&heads);
+            let listed = candidates(&snap, &filter).unwrap();
+            let selected: Vec<u32> = (0..ids.len() as u32)
+                .filter(|&n| nodes.contains(n))
+                .map(|n| ids[n as usize])
+                .rev()
+                .collect();
+            assert_eq!(selected, listed, "{scope:?}");
+            assert_eq!(nodes.count(), listed.len());
+            assert!(!selected.contains(&4), "a deleted point is never in scope");
+        }
+    }
 
     #[test]
     fn a_smaller_graph_is_searched_less_wide_down_to_a_floor() {

@@ -168,14 +168,7 @@ fn graphed(
     pick: &GraphPick<'_>,
 ) -> Result<Option<Plan>, SearchError> {
     let lexical = (p.rank.lexical_share > 0.0).then_some(p.bm25);
-    let found = graph_scope(
-        p.snap,
-        pick,
-        (access, p.in_scope),
-        (p.query, lexical),
-        p.vis,
-        p.k,
-    )?;
+    let found = graph_scope(p.snap, pick, access, (p.query, lexical), p.vis, p.k)?;
     Ok(found.and_then(|heads| approximate(p, access, VectorPath::Graph, heads, Vec::new())))
 }
 

@@ -898,7 +898,8 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
 }
 
 /// A scope that is a narrow share of a graphed tenant (here a fifth: two of its ten actors)
-/// is walked within its own ids in the tenant's graph: the answer says it is approximate,
+/// is walked within its own points in the tenant's graph (told by the graph's keys, not
+/// listed from the index): the answer says it is approximate,
 /// holds only in-scope events, agrees with the exact one, and still finds events written
 /// after the graph's last update; a key limited to one of the actors sees only that actor.
 #[tokio::test]

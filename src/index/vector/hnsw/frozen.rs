@@ -217,7 +217,7 @@ impl FrozenGraph {
         ef: usize,
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let Some(mut walk) = self.walk(query, (k, ef), &allow) else {
+        let Some(mut walk) = self.walk(query, (k, ef), |n| allow(self.ids[n as usize])) else {
             return Vec::new();
         };
         let mut fresh = Fresh::default();
@@ -247,6 +247,17 @@ impl FrozenGraph {
     pub fn search_within(
         &self,
         query: &[f32],
+        width: (usize, usize, usize),
+        allow: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        self.search_within_nodes(query, width, |n| allow(self.ids[n as usize]))
+    }
+
+    /// [`FrozenGraph::search_within`] with the scope told by node number (the position of
+    /// a point in [`FrozenGraph::ids`]), which spares looking up each point's id.
+    pub fn search_within_nodes(
+        &self,
+        query: &[f32],
         (k, ef, fanout): (usize, usize, usize),
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
@@ -270,7 +281,7 @@ impl FrozenGraph {
             bridges.clear();
             fresh.clear();
             for &next in self.links_of(near.node) {
-                if !allow(self.ids[next as usize]) {
+                if !allow(next) {
                     bridges.push(next);
                 } else if reach(&mut walk, &mut fresh, next, &mut taken) {
                     break;
@@ -289,7 +300,7 @@ impl FrozenGraph {
                     continue;
                 }
                 let beyond = self.links_of(bridge).iter();
-                for &next in beyond.filter(|&&n| allow(self.ids[n as usize])) {
+                for &next in beyond.filter(|&&n| allow(n)) {
                     if reach(&mut walk, &mut fresh, next, &mut taken) {
                         break;
                     }
@@ -344,7 +355,8 @@ impl FrozenGraph {
     }
 
     /// A layer-0 walk from the point the greedy descent through the upper layers reaches
-    /// (among the best if `allow` accepts it), or `None` when there is nothing to search.
+    /// (among the best if `allow` accepts its node), or `None` when there is nothing to
+    /// search.
     fn walk(
         &self,
         query: &[f32],
@@ -381,7 +393,7 @@ impl FrozenGraph {
         };
         walk.visit(cur.node);
         walk.frontier.push(Reverse(cur));
-        if allow(self.ids[cur.node as usize]) {
+        if allow(cur.node) {
             walk.best.push(cur);
         }
         Some(walk)
