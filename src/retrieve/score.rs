@@ -97,20 +97,39 @@ pub(super) fn rank_set(
     } else {
         inputs.episode_bests(ctx.rank, |j| cosines[j])
     };
-    // Small pools stay on this thread: waking the pool costs more than they do.
-    let signals: Vec<Signals> = pool
-        .par_iter()
-        .with_min_len(GATHER_CHUNK)
-        .map(|&i| inputs.signals(ctx.rank, i as usize, &cosines, &bests))
-        .collect();
-    let totals: Vec<f32> = pool
-        .par_iter()
-        .zip(signals.par_iter())
-        .with_min_len(GATHER_CHUNK)
-        .map(|(&i, sig)| ctx.rank.score(sig, &priors[i as usize], ctx.now_ms))
-        .collect();
-    let slot: HashMap<u32, usize> = pool.iter().enumerate().map(|(s, &i)| (i, s)).collect();
-    Ok(top_k(&pool, &totals, k)
+    let signal = |&i: &u32| inputs.signals(ctx.rank, i as usize, &cosines, &bests);
+    let total = |(&i, sig): (&u32, &Signals)| ctx.rank.score(sig, &priors[i as usize], ctx.now_ms);
+    // Small pools stay on this thread, outside rayon: waking the pool, or even splitting
+    // the work into one piece, costs more than they do.
+    let (signals, totals): (Vec<Signals>, Vec<f32>) = if pool.len() <= GATHER_CHUNK {
+        let signals: Vec<Signals> = pool.iter().map(signal).collect();
+        let totals = pool.iter().zip(&signals).map(total).collect();
+        (signals, totals)
+    } else {
+        let signals: Vec<Signals> = pool
+            .par_iter()
+            .with_min_len(GATHER_CHUNK)
+            .map(signal)
+            .collect();
+        let totals = pool
+            .par_iter()
+            .zip(signals.par_iter())
+            .with_min_len(GATHER_CHUNK)
+            .map(total)
+            .collect();
+        (signals, totals)
+    };
+    let best = top_k(&pool, &totals, k);
+    // The winners' slots in the pool, found in one pass (the pool may be large).
+    let mut winners: Vec<u32> = best.iter().map(|(i, _)| *i).collect();
+    winners.sort_unstable();
+    let mut slot: HashMap<u32, usize> = HashMap::with_capacity(winners.len());
+    for (s, i) in pool.iter().enumerate() {
+        if winners.binary_search(i).is_ok() {
+            slot.insert(*i, s);
+        }
+    }
+    Ok(best
         .into_iter()
         .map(|(i, score)| Ranked {
             doc: ids[i as usize],
