@@ -1,5 +1,11 @@
 //! The `episodic` binary: parses the command line and runs the server.
 
+/// mimalloc rather than the system allocator: a recall allocates and frees many short-lived
+/// buffers, which glibc's allocator spent about a quarter of a small tenant's recall on
+/// (merging freed chunks); see docs/architecture.md.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 

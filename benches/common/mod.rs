@@ -4,6 +4,10 @@
 
 use std::path::Path;
 
+/// The server's allocator (see `src/main.rs`), so that in-process figures match it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A `kB` field of `/proc/<pid>/status` (`pid` may be `self`), such as `VmRSS` or `RssAnon`;
 /// 0 where unavailable.
 pub fn status_kib(pid: &str, field: &str) -> u64 {
