@@ -78,6 +78,23 @@ pub fn graph_within_ns(ef: usize, ids: usize) -> u64 {
     ef as u64 * GRAPH_WITHIN_NS_PER_EF + ids as u64 * GRAPH_NS_PER_ID
 }
 
+/// Whether a probe of `lists` lists for a scope of `count` events in a tenant of
+/// `tenant_events` is sure to cost at least `ceiling` (another source's estimate), before
+/// the lists are ordered: reading the scope by id costs at least `ceiling`, and reading the
+/// lists' members, were the tenant spread evenly over them (`share` of them probed, at most
+/// `budget` members), would cost twice `ceiling` or more. Closer calls are left to the
+/// exact count.
+pub fn probe_surely_dearer(
+    (lists, count, tenant_events): (usize, usize, usize),
+    (share, budget): (f64, usize),
+    ceiling: u64,
+) -> bool {
+    let by_id = partition_ns(lists, 0, count, true);
+    let members = ((tenant_events as f64 * share) as usize).min(budget);
+    let by_lists = partition_ns(lists, members, count, false);
+    by_id >= ceiling && by_lists >= ceiling.saturating_mul(2)
+}
+
 /// Whether a probe is expected to cost less than the exact path. Both estimates are of the
 /// candidate stage alone; ranking what survives costs the two paths alike.
 pub fn partition_pays(candidates: usize, partition: u64) -> bool {
@@ -99,6 +116,30 @@ mod tests {
         // Read by id, a probe skips the heads outside its lists: pays at any size.
         let probe = partition_ns(16, 0, 5_000, true);
         assert!(partition_pays(5_000, probe));
+    }
+
+    #[test]
+    fn a_probe_is_skipped_unordered_only_when_both_of_its_reads_lose_clearly() {
+        let share = (0.625, 1 << 20);
+        // The 1M grid's 1% row: 10,000 of a 100,000-event tenant in 500 lists, against a
+        // walk within at width 96. Read by id it costs more; its lists far more.
+        let within = graph_within_ns(96, 10_000);
+        assert!(probe_surely_dearer((500, 10_000, 100_000), share, within));
+        // A ceiling above reading by id: the probe could win, so it is counted.
+        let by_id = partition_ns(500, 0, 10_000, true);
+        assert!(!probe_surely_dearer(
+            (500, 10_000, 100_000),
+            share,
+            by_id + 1
+        ));
+        // A tenant so small that its lists' members cost less than twice the ceiling.
+        assert!(!probe_surely_dearer((500, 10_000, 12_000), share, within));
+        // A member budget that binds makes reading the lists cheap: counted.
+        assert!(!probe_surely_dearer(
+            (500, 10_000, 100_000),
+            (0.625, 4_096),
+            within
+        ));
     }
 
     #[test]

@@ -121,9 +121,8 @@ pub(super) fn partition_scope(
 
 /// Whether a probe is sure to cost more than `ceiling` (another source's estimate), told
 /// before the lists are ordered by the query and their members counted (about a tenth of
-/// a graph recall's time at 1M): reading the `count` scope ids by id costs at least
-/// `ceiling`, and reading the lists' members would, by the tenant's events spread evenly
-/// over its lists, cost twice `ceiling` or more. Closer calls are counted exactly.
+/// a graph recall's time at 1M): see [`cost::probe_surely_dearer`], with the tenant's
+/// event count as its size.
 fn surely_dearer(
     snap: &Snapshot<'_>,
     partition: &Partition,
@@ -131,12 +130,11 @@ fn surely_dearer(
     tenant: &str,
     count: usize,
 ) -> bool {
-    let lists = partition.lists();
-    let by_id = cost::partition_ns(lists, 0, count, true);
-    let spread = (snap.table.tenant_ids(tenant) as f64 * cfg.partition_probe_share) as usize;
-    let members = spread.min(cfg.partition_probe_max_members);
-    let by_lists = cost::partition_ns(lists, members, count, false);
-    by_id >= ceiling && by_lists >= ceiling.saturating_mul(2)
+    cost::probe_surely_dearer(
+        (partition.lists(), count, snap.table.tenant_ids(tenant)),
+        (cfg.partition_probe_share, cfg.partition_probe_max_members),
+        ceiling,
+    )
 }
 
 /// How many of the lists in `order` a probe reads, and how many of `tenant`'s members they
