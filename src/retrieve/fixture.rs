@@ -10,6 +10,7 @@ use crate::audit::Keyed;
 use crate::auth::{Limits, Principal, TenantGrant};
 use crate::index::scope::ScopeIndex;
 use crate::index::vector::{HnswIndex, HnswParams, VectorStore};
+use crate::model::request::Scope;
 use crate::model::{PrivacyClass, StoredEvent, Timestamp};
 use crate::read::table::tests::{entry, event};
 use crate::read::{Snapshot, SubjectRule, Table};
@@ -109,6 +110,39 @@ pub(super) fn ev(id: &str, actor: &str, source: &str, at: &str, summary: &str) -
 }
 
 /// The whole of tenant `acme`.
+/// Scopes heads decide, for tests that compare two ways of listing a scope: everything,
+/// two actors, a type and a project, `actor` between `after` and `before`, from `after`
+/// on, and an actor no event has.
+pub(super) fn head_scopes(actor: &str, after: &str, before: &str) -> Vec<Scope> {
+    let at = |day: &str| Some(Timestamp::parse(day).expect("timestamp"));
+    vec![
+        Scope::default(),
+        Scope {
+            actor_ids: vec!["bob".into(), "cy".into()],
+            ..Scope::default()
+        },
+        Scope {
+            event_types: vec!["note".into()],
+            project_ids: vec!["p1".into()],
+            ..Scope::default()
+        },
+        Scope {
+            actor_ids: vec![actor.into()],
+            occurred_after: at(after),
+            occurred_before: at(before),
+            ..Scope::default()
+        },
+        Scope {
+            occurred_after: at(after),
+            ..Scope::default()
+        },
+        Scope {
+            actor_ids: vec!["nobody".into()],
+            ..Scope::default()
+        },
+    ]
+}
+
 pub(super) fn whole() -> TenantGrant {
     TenantGrant::internal("acme", "test")
 }

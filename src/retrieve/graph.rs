@@ -206,11 +206,9 @@ pub(super) fn graph_scope(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{ev, World};
+    use super::super::fixture::{ev, head_scopes, World};
     use super::super::scope::{candidates, scope_filter};
     use super::*;
-    use crate::model::request::Scope;
-    use crate::model::Timestamp;
     use crate::read::SubjectRule;
 
     #[test]
@@ -238,33 +236,7 @@ mod tests {
         // A graph holds its tenant's points, deleted ones too, in any node order.
         let ids: Vec<u32> = (0..30u32).rev().collect();
         let keys = GraphKeys::of(&ids, table);
-        let at = |day: &str| Some(Timestamp::parse(day).unwrap());
-        let scopes = [
-            Scope::default(),
-            Scope {
-                actor_ids: vec!["bob".into(), "cy".into()],
-                ..Scope::default()
-            },
-            Scope {
-                event_types: vec!["note".into()],
-                project_ids: vec!["p1".into()],
-                ..Scope::default()
-            },
-            Scope {
-                actor_ids: vec!["ann".into()],
-                occurred_after: at(days[1]),
-                occurred_before: at(days[2]),
-                ..Scope::default()
-            },
-            Scope {
-                occurred_after: at(days[1]),
-                ..Scope::default()
-            },
-            Scope {
-                actor_ids: vec!["nobody".into()],
-                ..Scope::default()
-            },
-        ];
+        let scopes = head_scopes("ann", days[1], days[2]);
         for scope in &scopes {
             let filter = scope_filter("acme", scope);
             let heads = table.head_filter(&filter).expect("heads decide it");

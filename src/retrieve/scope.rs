@@ -180,7 +180,7 @@ pub(super) fn visible(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{ev, limited, whole, World};
+    use super::super::fixture::{ev, head_scopes, limited, whole, World};
     use super::*;
     use crate::auth::TenantGrant;
     use crate::model::PrivacyClass;
@@ -257,28 +257,7 @@ mod tests {
             "too many: the index lists"
         );
         assert_eq!(table.tenant_docs_up_to("nobody", SMALL_TENANT_IDS), None);
-        let scopes = [
-            Scope::default(),
-            Scope {
-                actor_ids: vec!["bob".into(), "cy".into()],
-                ..Scope::default()
-            },
-            Scope {
-                event_types: vec!["note".into()],
-                project_ids: vec!["p1".into()],
-                ..Scope::default()
-            },
-            Scope {
-                actor_ids: vec!["bob".into()],
-                occurred_after: Some(Timestamp::parse(days[1]).unwrap()),
-                occurred_before: Some(Timestamp::parse(AT).unwrap()),
-                ..Scope::default()
-            },
-            Scope {
-                actor_ids: vec!["nobody".into()],
-                ..Scope::default()
-            },
-        ];
+        let scopes = head_scopes("bob", days[1], AT);
         for scope in &scopes {
             let filter = scope_filter("acme", scope);
             let heads = table.head_filter(&filter);
