@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::head::{HeadFilter, NONE};
+use super::head::{Head, HeadFilter, NONE};
 use super::table::Table;
 use crate::index::vector::{FrozenGraph, HnswIndex};
 
@@ -150,28 +150,21 @@ impl GraphKeys {
         self.tenants.is_empty()
     }
 
-    /// Heap bytes the keys hold.
-    pub fn bytes(&self) -> usize {
-        let lists =
-            |m: &HashMap<u32, Vec<u32>>| m.values().map(|v| v.len() * 4 + 32).sum::<usize>();
-        self.len() * 24 + lists(&self.by_actor) + lists(&self.by_project) + lists(&self.by_kind)
-    }
-
     /// The nodes whose events `filter` matches, one bit per node: the nodes under the
     /// filter's list (actors, projects or event types) that holds the fewest, each checked
     /// on its other fields; every node checked when the filter has no list.
     pub fn select(&self, filter: &HeadFilter) -> NodeSet {
         let mut bits = vec![0u64; self.len().div_ceil(64)];
-        let within = |list: &Option<Vec<u32>>, n: u32| {
-            list.as_ref().is_none_or(|l| l.binary_search(&n).is_ok())
-        };
+        // The filter's own test, on a head that holds node `i`'s keys (the fields it reads).
         let matches = |i: usize| {
-            self.tenants[i] == filter.tenant
-                && within(&filter.actors, self.actors[i])
-                && within(&filter.projects, self.projects[i])
-                && within(&filter.kinds, self.kinds[i])
-                && filter.after_ms.is_none_or(|a| self.occurred_ms[i] >= a)
-                && filter.before_ms.is_none_or(|b| self.occurred_ms[i] < b)
+            filter.matches(&Head {
+                tenant: self.tenants[i],
+                actor: self.actors[i],
+                project: self.projects[i],
+                kind: self.kinds[i],
+                occurred_ms: self.occurred_ms[i],
+                ..Head::gone(0)
+            })
         };
         let mut set = |i: usize| {
             if matches(i) {

@@ -109,7 +109,6 @@ pub(super) fn ev(id: &str, actor: &str, source: &str, at: &str, summary: &str) -
     e
 }
 
-/// The whole of tenant `acme`.
 /// Scopes heads decide, for tests that compare two ways of listing a scope: everything,
 /// two actors, a type and a project, `actor` between `after` and `before`, from `after`
 /// on, and an actor no event has.
@@ -143,6 +142,7 @@ pub(super) fn head_scopes(actor: &str, after: &str, before: &str) -> Vec<Scope> 
     ]
 }
 
+/// The whole of tenant `acme`.
 pub(super) fn whole() -> TenantGrant {
     TenantGrant::internal("acme", "test")
 }

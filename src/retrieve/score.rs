@@ -1,8 +1,6 @@
 //! Scoring a candidate set: every signal of every candidate (cosine, BM25, actor names,
 //! named dates, episode context and best, priors) and the exact top k.
 
-use std::collections::HashMap;
-
 use rayon::prelude::*;
 
 use super::codes::{bounded_code, bounds_of, rescore, survivors};
@@ -119,22 +117,18 @@ pub(super) fn rank_set(
             .collect();
         (signals, totals)
     };
-    let best = top_k(&pool, &totals, k);
-    // The winners' slots in the pool, found in one pass (the pool may be large).
-    let mut winners: Vec<u32> = best.iter().map(|(i, _)| *i).collect();
-    winners.sort_unstable();
-    let mut slot: HashMap<u32, usize> = HashMap::with_capacity(winners.len());
-    for (s, i) in pool.iter().enumerate() {
-        if winners.binary_search(i).is_ok() {
-            slot.insert(*i, s);
-        }
-    }
-    Ok(best
+    // The pool is in position order (every position, or the survivors of the bounds in
+    // order), so a winner's slot in it is found by search.
+    debug_assert!(
+        pool.windows(2).all(|w| w[0] < w[1]),
+        "pool in position order"
+    );
+    Ok(top_k(&pool, &totals, k)
         .into_iter()
         .map(|(i, score)| Ranked {
             doc: ids[i as usize],
             score,
-            signals: signals[slot[&i]],
+            signals: signals[pool.binary_search(&i).expect("a winner is in the pool")],
         })
         .collect())
 }
