@@ -141,6 +141,7 @@ pub async fn compact(
     State(state): State<AppState>,
     Auth(principal): Auth,
     headers: axum::http::HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
     forwarded: Option<axum::Extension<super::forward::Forwarded>>,
 ) -> Result<Json<Value>, Problem> {
     principal.require_admin()?;
@@ -150,56 +151,126 @@ pub async fn compact(
         return Ok(Json(json!(report)));
     };
     // Cluster mode: each node rotates the shards it serves; the node asked first asks the
-    // others, and the answer sums them all.
+    // others, and the answer sums them all. It names to each node the shards its view says
+    // that node holds, and a node serving fewer (one is opening, or its lease moved) answers
+    // 503 before it compacts anything: a 200 covers every shard of the cluster.
+    let me = node.config().node_id.clone();
+    if let Some(axum::Extension(_)) = forwarded {
+        let named = query.get("shards").map(String::as_str).unwrap_or_default();
+        let expected = parse_shards(named)?;
+        let engines = serving(&node, &expected)?;
+        let mut reports = Vec::new();
+        for engine in engines {
+            reports.push(json!(engine.compact(principal.key_id()).await?));
+        }
+        return Ok(Json(merge_reports(&reports)));
+    }
+    node.refresh_view().map_err(|e| {
+        Problem::new(
+            ErrorCode::StorageUnavailable,
+            format!("the cluster's view could not be read: {e}"),
+        )
+    })?;
+    let view = node.view();
+    let mut by_node: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+    for shard in node.shard_ids() {
+        let Some((owner, _)) = view.owner_url(shard) else {
+            return Err(Problem::new(
+                ErrorCode::StorageUnavailable,
+                format!("shard {shard} has no owner now; compaction would skip it"),
+            ));
+        };
+        by_node.entry(owner.to_string()).or_default().push(shard);
+    }
+    let mine = by_node.remove(&me).unwrap_or_default();
+    let engines = serving(&node, &mine)?;
+    let forward = state
+        .forward
+        .clone()
+        .ok_or_else(|| Problem::new(ErrorCode::Internal, "no forwarder in cluster mode"))?;
     let mut reports = Vec::new();
-    for engine in state.engines.local()? {
+    for (id, shards) in by_node {
+        let url = &view.nodes[&id];
+        let listed: Vec<String> = shards.iter().map(u32::to_string).collect();
+        let uri: axum::http::Uri = format!("/v1/admin/compact?shards={}", listed.join(","))
+            .parse()
+            .expect("a valid path");
+        let response = forward
+            .send(
+                url,
+                &axum::http::Method::POST,
+                &uri,
+                &headers,
+                Default::default(),
+            )
+            .await
+            .map_err(|e| {
+                Problem::new(
+                    ErrorCode::StorageUnavailable,
+                    format!("node {id} could not be asked to compact: {e}"),
+                )
+            })?;
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
+            .await
+            .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
+        if !status.is_success() {
+            return Err(Problem::new(
+                ErrorCode::StorageUnavailable,
+                format!(
+                    "node {id} failed to compact ({status}): {}",
+                    String::from_utf8_lossy(&body)
+                ),
+            ));
+        }
+        reports.push(
+            serde_json::from_slice(&body).map_err(|e| {
+                Problem::new(ErrorCode::Internal, format!("node {id}'s report: {e}"))
+            })?,
+        );
+    }
+    for engine in engines {
         reports.push(json!(engine.compact(principal.key_id()).await?));
     }
-    if forwarded.is_none() {
-        let forward = state
-            .forward
-            .clone()
-            .ok_or_else(|| Problem::new(ErrorCode::Internal, "no forwarder in cluster mode"))?;
-        let me = node.config().node_id.clone();
-        let uri: axum::http::Uri = "/v1/admin/compact".parse().expect("a valid path");
-        for (id, url) in node.view().nodes {
-            if id == me {
-                continue;
-            }
-            let response = forward
-                .send(
-                    &url,
-                    &axum::http::Method::POST,
-                    &uri,
-                    &headers,
-                    Default::default(),
-                )
-                .await
-                .map_err(|e| {
-                    Problem::new(
-                        ErrorCode::StorageUnavailable,
-                        format!("node {id} could not be asked to compact: {e}"),
-                    )
-                })?;
-            let status = response.status();
-            let body = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
-                .await
-                .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
-            if !status.is_success() {
-                return Err(Problem::new(
-                    ErrorCode::StorageUnavailable,
-                    format!(
-                        "node {id} failed to compact ({status}): {}",
-                        String::from_utf8_lossy(&body)
-                    ),
-                ));
-            }
-            reports.push(serde_json::from_slice(&body).map_err(|e| {
-                Problem::new(ErrorCode::Internal, format!("node {id}'s report: {e}"))
-            })?);
-        }
-    }
     Ok(Json(merge_reports(&reports)))
+}
+
+/// The shards a forwarded compaction names (`1,3`), as its first node listed them.
+fn parse_shards(named: &str) -> Result<Vec<u32>, Problem> {
+    named
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse().map_err(|_| {
+                Problem::new(
+                    ErrorCode::BadRequest,
+                    format!("`shards` names {s:?}, not a shard number"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The engines of every shard this node serves, once each of `expected` is among them;
+/// a 503 naming the first it does not serve (opening, or its lease lost since the view).
+fn serving(
+    node: &crate::cluster::Node,
+    expected: &[u32],
+) -> Result<Vec<crate::engine::Engine>, Problem> {
+    let engines = node.engines();
+    if let Some(missing) = expected
+        .iter()
+        .find(|s| !engines.iter().any(|(shard, _)| shard == *s))
+    {
+        return Err(Problem::new(
+            ErrorCode::StorageUnavailable,
+            format!(
+                "node {} does not serve shard {missing} now; compaction would skip it",
+                node.config().node_id
+            ),
+        ));
+    }
+    Ok(engines.into_iter().map(|(_, e)| e).collect())
 }
 
 /// One report of many (per shard or per node): numbers summed, lists joined, and the
@@ -375,4 +446,17 @@ fn id_param(
     ident::field(key, raw, MAX_ID_BYTES)
         .map_err(|e| errors.push(e))
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_compaction_names_its_shards_or_is_refused() {
+        assert_eq!(parse_shards("").unwrap(), Vec::<u32>::new());
+        assert_eq!(parse_shards("1,3").unwrap(), vec![1, 3]);
+        let err = parse_shards("1,x").unwrap_err();
+        assert_eq!(err.code, ErrorCode::BadRequest);
+    }
 }

@@ -907,7 +907,31 @@ fn erasure_and_rotation_leave_no_trace_even_with_a_nats_node_down() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(purged.contains(&ids[0].as_str()) && purged.contains(&ids[1].as_str()));
+    assert!(
+        purged.contains(&ids[0].as_str()) && purged.contains(&ids[1].as_str()),
+        "{report}\nn1:\n{}\nn2:\n{}",
+        n1.log(),
+        n2.log()
+    );
+    // The tenant's trail proves the purge with the ids.
+    let trail: Value = client
+        .get(format!("{}/v1/audit?action=compact", n1.base))
+        .bearer_auth(&key)
+        .send()
+        .expect("audit")
+        .json()
+        .expect("json");
+    let named: Vec<&str> = trail["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .flat_map(|e| e["eventIds"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        named.contains(&ids[0].as_str()) && named.contains(&ids[1].as_str()),
+        "{trail}"
+    );
     // A receipt says purged only now.
     let resp = client
         .delete(format!("{}/v1/events/{}", n1.base, ids[0]))
