@@ -40,6 +40,8 @@ impl Names {
 pub(super) struct TenantIds {
     pub(super) number: u32,
     pub(super) ids: Map<Box<str>, u32>,
+    /// The values of `ids`, ascending (a small tenant's scope is listed from them).
+    pub(super) docs: Vec<u32>,
     /// The actors of the tenant's events (never forgotten, like the names).
     pub(super) actors: TenantActors,
 }

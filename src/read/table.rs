@@ -318,10 +318,30 @@ impl Table {
             None => self.by_id.entry(tenant.into()).or_insert(TenantIds {
                 number: next,
                 ids: Map::default(),
+                docs: Vec::new(),
                 actors: Default::default(),
             }),
         };
-        t.ids.insert(event_id.into(), doc);
+        match t.ids.insert(event_id.into(), doc) {
+            Some(old) if old == doc => {}
+            old => {
+                // An event id keeps its internal id for good; should one ever move, the
+                // list follows it.
+                if let Some(old) = old {
+                    if let Ok(at) = t.docs.binary_search(&old) {
+                        t.docs.remove(at);
+                    }
+                }
+                // Internal ids come in ascending order but for rare exceptions.
+                match t.docs.last() {
+                    Some(&last) if last > doc => {
+                        let at = t.docs.partition_point(|&d| d < doc);
+                        t.docs.insert(at, doc);
+                    }
+                    _ => t.docs.push(doc),
+                }
+            }
+        }
         t.number
     }
 
@@ -344,14 +364,9 @@ impl Table {
     /// of them; `None` when there are more or the table never held an event of `tenant`.
     /// Every live event of the tenant is among them, so checking these ids on their heads
     /// lists a small tenant's scope without the scope index.
-    pub fn tenant_docs_up_to(&self, tenant: &str, max: usize) -> Option<Vec<u32>> {
+    pub fn tenant_docs_up_to(&self, tenant: &str, max: usize) -> Option<&[u32]> {
         let t = self.by_id.get(tenant)?;
-        if t.ids.len() > max {
-            return None;
-        }
-        let mut docs: Vec<u32> = t.ids.values().copied().collect();
-        docs.sort_unstable();
-        Some(docs)
+        (t.docs.len() <= max).then_some(t.docs.as_slice())
     }
 
     /// The number [`Table::push`] gave `tenant`'s entries (`None`: the table has never held
@@ -733,6 +748,19 @@ pub(crate) mod tests {
             let with_resources = ScopeFilter { resource_refs: vec!["r".into()], ..filter };
             proptest::prop_assert!(t.head_filter(&with_resources).is_none());
         }
+    }
+
+    #[test]
+    fn a_tenants_ids_are_listed_ascending_once_each() {
+        let mut t = Table::new(SubjectRule::OFF);
+        for (doc, id) in [(3, "c"), (1, "a"), (7, "d"), (2, "b")] {
+            t.push(entry(doc, event(id, "Caroline", "s1")));
+        }
+        let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
+        t.delete("acme", "d", at).expect("deleted");
+        assert_eq!(t.tenant_docs_up_to("acme", 4), Some(&[1, 2, 3, 7][..]));
+        assert_eq!(t.tenant_docs_up_to("acme", 3), None);
+        assert_eq!(t.tenant_ids("acme"), 4);
     }
 
     #[test]

@@ -54,7 +54,8 @@ pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>,
     if let Some(heads) = &heads {
         if let Some(docs) = table.tenant_docs_up_to(&filter.tenant, SMALL_TENANT_IDS) {
             return Ok(docs
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|&d| heads.matches(&table.head(d)))
                 .collect());
         }
@@ -169,7 +170,9 @@ pub(super) fn visible(
     let view = View::new(vis);
     let keep = |id: &u32| Some(table.head(*id)).filter(|h| access.shows(table, &view, h));
     if ids.len() <= VISIBLE_CHUNK {
-        ids.iter().filter_map(keep).collect()
+        let mut heads = Vec::with_capacity(ids.len());
+        heads.extend(ids.iter().filter_map(keep));
+        heads
     } else {
         ids.par_iter()
             .with_min_len(VISIBLE_CHUNK)
