@@ -160,6 +160,14 @@ impl Table {
         }
     }
 
+    /// The head of internal id `doc` in place, `None` out of range (where [`Table::head`]
+    /// gives an empty slot's, which belongs to no tenant). Checks read heads through it:
+    /// copying each head out first cost more than the check.
+    #[inline]
+    pub fn head_at(&self, doc: u32) -> Option<&Head> {
+        self.heads.get(doc as usize)
+    }
+
     /// The head of internal id `doc` (an empty slot's when out of range).
     pub fn head(&self, doc: u32) -> Head {
         self.heads

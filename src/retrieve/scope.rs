@@ -56,7 +56,7 @@ pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>,
             return Ok(docs
                 .iter()
                 .copied()
-                .filter(|&d| heads.matches(&table.head(d)))
+                .filter(|&d| table.head_at(d).is_some_and(|h| heads.matches(h)))
                 .collect());
         }
     }
@@ -116,7 +116,7 @@ pub(super) fn committed(
             chunk
                 .iter()
                 .copied()
-                .filter(|&d| heads.matches(&table.head(d)))
+                .filter(|&d| table.head_at(d).is_some_and(|h| heads.matches(h)))
         })
         .collect())
 }
@@ -168,7 +168,12 @@ pub(super) fn visible(
 ) -> Vec<Head> {
     let table: &Table = &snap.table;
     let view = View::new(vis);
-    let keep = |id: &u32| Some(table.head(*id)).filter(|h| access.shows(table, &view, h));
+    let keep = |id: &u32| {
+        table
+            .head_at(*id)
+            .filter(|h| access.shows(table, &view, h))
+            .copied()
+    };
     if ids.len() <= VISIBLE_CHUNK {
         let mut heads = Vec::with_capacity(ids.len());
         heads.extend(ids.iter().filter_map(keep));

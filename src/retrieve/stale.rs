@@ -50,7 +50,7 @@ pub(super) fn stale_by(
         .iter()
         .chain(table.voice_docs(h.topic))
         .filter(|d| **d != h.doc)
-        .map(|d| table.head(*d))
+        .filter_map(|d| table.head_at(*d))
         .filter(|o| o.occurred_ms > h.occurred_ms && access.allows(o))
         .filter(|o| access.status(table, view, o) == Some(EventStatus::Active))
         .filter(|o| o.subject == h.subject || table.same_topic(h.doc, o.doc))

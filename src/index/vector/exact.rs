@@ -105,13 +105,78 @@ impl WithSimd for ScoreChunk<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, _: S) {
-        for (id, score) in self.ids.iter().zip(self.scores.iter_mut()) {
+    fn with_simd<S: Simd>(self, simd: S) {
+        // Four rows at a time: one row's partial sums form chains of dependent additions,
+        // so four independent rows keep the vector unit busy.
+        let mut ids = self.ids.chunks_exact(ROWS);
+        let mut scores = self.scores.chunks_exact_mut(ROWS);
+        for (four, out) in (&mut ids).zip(&mut scores) {
+            let rows = [0, 1, 2, 3].map(|j| self.reader.vector(four[j]));
+            if let [Some(a), Some(b), Some(c), Some(d)] = rows {
+                out.copy_from_slice(&rows_dot(simd, self.query, [a, b, c, d]));
+                continue;
+            }
+            for (row, score) in rows.iter().zip(out.iter_mut()) {
+                if let Some(v) = row {
+                    *score = dot(self.query, v);
+                }
+            }
+        }
+        let rest = ids.remainder().iter().zip(scores.into_remainder());
+        for (id, score) in rest {
             if let Some(v) = self.reader.vector(*id) {
                 *score = dot(self.query, v);
             }
         }
     }
+}
+
+/// Rows [`ScoreChunk`] scores together.
+const ROWS: usize = 4;
+
+/// [`dot`] of `a` with each of `rows`, each summed exactly as [`lane_dot`] sums it: lane
+/// `i` of the `LANES` partial sums gathers elements `i`, `i + LANES`, ... (a vector register
+/// holds consecutive lanes, each lane multiplied, then added, as the plain loop does), the
+/// lanes are then summed in order and the remainder added, so each result equals
+/// `dot(a, row)` bit for bit. Rows of another length than `a` take [`dot`] itself.
+#[inline(always)]
+fn rows_dot<S: Simd>(simd: S, a: &[f32], rows: [&[f32]; ROWS]) -> [f32; ROWS] {
+    let n = a.len();
+    if rows.iter().any(|r| r.len() != n) || LANES % S::F32_LANES != 0 {
+        return rows.map(|r| dot(a, r));
+    }
+    let whole = n - n % LANES;
+    // Registers per `LANES` partial sums (2 with AVX2).
+    let per = LANES / S::F32_LANES;
+    let (xs, _) = S::as_simd_f32s(&a[..whole]);
+    let ys = rows.map(|r| S::as_simd_f32s(&r[..whole]).0);
+    let zero = simd.splat_f32s(0.0);
+    let mut acc = [[zero; LANES]; ROWS];
+    let chunks = xs
+        .chunks_exact(per)
+        .zip(ys[0].chunks_exact(per))
+        .zip(ys[1].chunks_exact(per))
+        .zip(ys[2].chunks_exact(per))
+        .zip(ys[3].chunks_exact(per));
+    for ((((x, y0), y1), y2), y3) in chunks {
+        for j in 0..per {
+            acc[0][j] = simd.add_f32s(acc[0][j], simd.mul_f32s(x[j], y0[j]));
+            acc[1][j] = simd.add_f32s(acc[1][j], simd.mul_f32s(x[j], y1[j]));
+            acc[2][j] = simd.add_f32s(acc[2][j], simd.mul_f32s(x[j], y2[j]));
+            acc[3][j] = simd.add_f32s(acc[3][j], simd.mul_f32s(x[j], y3[j]));
+        }
+    }
+    let mut out = [0.0f32; ROWS];
+    for ((out, acc), row) in out.iter_mut().zip(&acc).zip(rows) {
+        let lanes: &[f32] = pulp::bytemuck::cast_slice(&acc[..per]);
+        let tail: f32 = a[whole..]
+            .iter()
+            .zip(&row[whole..])
+            .map(|(x, y)| x * y)
+            .sum();
+        *out = lanes.iter().sum::<f32>() + tail;
+    }
+    out
 }
 
 /// The intervals of [`code_bounds`] for rows `rows` (ascending, for memory order) of
@@ -379,6 +444,44 @@ mod tests {
         let ids: Vec<u32> = (0..n as u32).collect();
         let scores: Vec<f32> = ids.iter().map(|&i| ((i * 7919) % 1000) as f32).collect();
         assert_eq!(top_k(&ids, &scores, 50), reference_top_k(&ids, &scores, 50));
+    }
+
+    #[test]
+    fn rows_scored_together_equal_dot_bit_for_bit() {
+        for dim in [1usize, 15, 16, 17, 384, 390] {
+            let row = |seed: u32| -> Vec<f32> {
+                (0..dim as u32)
+                    .map(|i| {
+                        let h = (i.wrapping_mul(2654435761) ^ seed).wrapping_mul(40503);
+                        (h % 2001) as f32 / 1000.0 - 1.0
+                    })
+                    .collect()
+            };
+            let q = row(7);
+            let rows = [row(1), row(2), row(3), row(4)];
+            let refs = [&rows[0][..], &rows[1][..], &rows[2][..], &rows[3][..]];
+            let got = pulp::Arch::new().dispatch(|| rows_dot(pulp::Scalar::new(), &q, refs));
+            let wide = arch().dispatch(RowsRun { a: &q, rows: refs });
+            for ((g, w), r) in got.iter().zip(&wide).zip(&rows) {
+                assert_eq!(g.to_bits(), dot(&q, r).to_bits(), "dim {dim}");
+                assert_eq!(w.to_bits(), dot(&q, r).to_bits(), "dim {dim}, wide");
+            }
+        }
+    }
+
+    /// [`rows_dot`] on the widest vector unit.
+    struct RowsRun<'a> {
+        a: &'a [f32],
+        rows: [&'a [f32]; ROWS],
+    }
+
+    impl WithSimd for RowsRun<'_> {
+        type Output = [f32; ROWS];
+
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) -> [f32; ROWS] {
+            rows_dot(simd, self.a, self.rows)
+        }
     }
 
     proptest! {
