@@ -68,7 +68,7 @@ pub(super) fn apply_staleness(
     snap: &Snapshot<'_>,
     config: &RecallConfig,
     access: &Access,
-    heads: Vec<Head>,
+    mut heads: Vec<Head>,
     vis: &Visibility,
     keep: bool,
 ) -> (Vec<Head>, HashMap<u32, String>) {
@@ -90,21 +90,20 @@ pub(super) fn apply_staleness(
             .map(newer)
             .collect()
     };
+    // The heads stay where they are (moving each costs more than finding it stale): kept
+    // and marked, or the stale ones removed in place.
     let mut marks = HashMap::new();
-    let mut out = Vec::with_capacity(heads.len());
-    for (h, newer) in heads.into_iter().zip(newer) {
-        match newer {
-            Some(by) if keep => {
-                if let Some(newer) = table.get(by) {
-                    marks.insert(h.doc, newer.event.event_id.clone());
-                }
-                out.push(h);
+    if keep {
+        for (h, by) in heads.iter().zip(&newer) {
+            if let Some(newer) = by.and_then(|by| table.get(by)) {
+                marks.insert(h.doc, newer.event.event_id.clone());
             }
-            Some(_) => {}
-            None => out.push(h),
         }
+    } else {
+        let mut stale = newer.iter().map(Option::is_some);
+        heads.retain(|_| !stale.next().unwrap_or(false));
     }
-    (out, marks)
+    (heads, marks)
 }
 
 #[cfg(test)]

@@ -142,7 +142,7 @@ const ROWS: usize = 4;
 #[inline(always)]
 fn rows_dot<S: Simd>(simd: S, a: &[f32], rows: [&[f32]; ROWS]) -> [f32; ROWS] {
     let n = a.len();
-    if rows.iter().any(|r| r.len() != n) || LANES % S::F32_LANES != 0 {
+    if rows.iter().any(|r| r.len() != n) || !LANES.is_multiple_of(S::F32_LANES) {
         return rows.map(|r| dot(a, r));
     }
     let whole = n - n % LANES;
