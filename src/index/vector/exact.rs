@@ -375,14 +375,19 @@ fn heap_top_k<'a>(items: impl Iterator<Item = (&'a u32, &'a f32)>, k: usize) -> 
     heap
 }
 
-/// Keeps `r` if it ranks among the best `k` seen so far.
+/// Keeps `r` if it ranks among the best `k` seen so far: a score below the worst kept one
+/// is turned away on one comparison (a lower score ranks after whatever the ids), and a
+/// better one replaces the worst in place (one sift instead of a pop and a push).
 #[inline]
 fn offer(heap: &mut BinaryHeap<Ranked>, r: Ranked, k: usize) {
     if heap.len() < k {
         heap.push(r);
-    } else if heap.peek().is_some_and(|worst| r < *worst) {
-        heap.pop();
-        heap.push(r);
+        return;
+    }
+    if let Some(mut worst) = heap.peek_mut() {
+        if r.score >= worst.score && r < *worst {
+            *worst = r;
+        }
     }
 }
 
