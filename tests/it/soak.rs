@@ -322,8 +322,9 @@ fn mean(xs: &[u64]) -> f64 {
     xs.iter().sum::<u64>() as f64 / xs.len().max(1) as f64
 }
 
-/// Most VmRSS growth (KiB) allowed between the first and the last quarter of the samples
-/// after warm-up, given how many events were stored between the two.
+/// Most VmRSS growth (KiB) allowed from the higher of the start and the first quarter of
+/// the samples after warm-up to their last quarter, given how many events were stored
+/// between the two quarters.
 ///
 /// Stored events legitimately live in memory: the table entry (event, hashes, decision), the
 /// 384-float vector in the vector store and again in the HNSW graph with its links, and the
@@ -476,7 +477,11 @@ fn sustained_mixed_load_has_no_errors_and_flat_memory() {
         |part: &[&(u64, u64, u64, usize)]| mean(&part.iter().map(|s| s.2).collect::<Vec<_>>());
     let written =
         |part: &[&(u64, u64, u64, usize)]| part.iter().map(|s| s.3).sum::<usize>() / part.len();
-    let growth = rss(last) - rss(first);
+    // Growth from the higher of the first quarter and the start: the allocator may hand
+    // pages back during warm-up and take them again later (a dip of ~9 MiB seen here), which
+    // is no growth; a leak raises the end above both.
+    let start = samples.first().map_or(0.0, |s| s.1 as f64);
+    let growth = rss(last) - rss(first).max(start);
     let events_between = written(last).saturating_sub(written(first));
     let bound = rss_bound_kib(events_between);
     println!(
