@@ -133,6 +133,18 @@ impl Forwarder {
         Ok(Some(node.to_string()))
     }
 
+    /// The headers that mark `method uri` as forwarded by this node now (its id, the time
+    /// and their signature), as [`Forwarder::send`] adds them.
+    pub fn mark(&self, method: &Method, uri: &Uri) -> [(&'static str, String); 3] {
+        let at = unix_now();
+        let signature = hex::encode(self.signature(&self.node_id, at, method, uri));
+        [
+            (FORWARDED_BY, self.node_id.clone()),
+            (FORWARDED_AT, at.to_string()),
+            (FORWARD_SIGNATURE, signature),
+        ]
+    }
+
     /// Sends the request made of `parts` and `body` to the node at `base_url`.
     pub(super) async fn send(
         &self,
@@ -146,7 +158,6 @@ impl Forwarder {
         let target: Uri = format!("{}{path}", base_url.trim_end_matches('/'))
             .parse()
             .map_err(|e| format!("owner URL: {e}"))?;
-        let at = unix_now();
         let mut request = axum::http::Request::builder()
             .method(method.clone())
             .uri(target);
@@ -155,13 +166,10 @@ impl Forwarder {
                 request = request.header(name, value);
             }
         }
-        let signature = hex::encode(self.signature(&self.node_id, at, method, uri));
-        let request = request
-            .header(FORWARDED_BY, &self.node_id)
-            .header(FORWARDED_AT, at.to_string())
-            .header(FORWARD_SIGNATURE, signature)
-            .body(Body::from(body))
-            .map_err(|e| e.to_string())?;
+        for (name, value) in self.mark(method, uri) {
+            request = request.header(name, value);
+        }
+        let request = request.body(Body::from(body)).map_err(|e| e.to_string())?;
         let response = tokio::time::timeout(FORWARD_TIMEOUT, self.client.request(request))
             .await
             .map_err(|_| "the owner did not answer in time".to_string())?

@@ -154,7 +154,6 @@ pub async fn compact(
     // others, and the answer sums them all. It names to each node the shards its view says
     // that node holds, and a node serving fewer (one is opening, or its lease moved) answers
     // 503 before it compacts anything: a 200 covers every shard of the cluster.
-    let me = node.config().node_id.clone();
     if let Some(axum::Extension(_)) = forwarded {
         let named = query.get("shards").map(String::as_str).unwrap_or_default();
         let expected = parse_shards(named)?;
@@ -182,7 +181,7 @@ pub async fn compact(
         };
         by_node.entry(owner.to_string()).or_default().push(shard);
     }
-    let mine = by_node.remove(&me).unwrap_or_default();
+    let mine = by_node.remove(&node.config().node_id).unwrap_or_default();
     let engines = serving(&node, &mine)?;
     let forward = state
         .forward

@@ -412,6 +412,48 @@ fn two_nodes(root: &Path, prefix: &str) -> (Client, EpisodicNode, EpisodicNode) 
 }
 
 #[test]
+fn a_compaction_covers_every_shard_or_is_refused() {
+    let _serial = serial();
+    let root = tempfile::tempdir().expect("tmp");
+    let (client, n1, _n2) = two_nodes(root.path(), "BINCOVER");
+    let status = cluster_status(&client, &n1, None);
+    let elsewhere = status["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .position(|s| s["owner"] == "n2")
+        .expect("a shard n2 holds");
+    // As n2 would ask n1 when its view put a shard on n1 that n1 does not serve: refused,
+    // before n1 compacts anything, rather than answered for the shards n1 has.
+    let path = format!("/v1/admin/compact?shards={elsewhere}");
+    let uri: axum::http::Uri = path.parse().expect("uri");
+    let mut request = client.post(format!("{}{path}", n1.base)).bearer_auth(ADMIN);
+    for (name, value) in
+        episodic::api::forward::Forwarder::new("n2", ADMIN).mark(&axum::http::Method::POST, &uri)
+    {
+        request = request.header(name, value);
+    }
+    let resp = request.send().expect("compact");
+    assert_eq!(resp.status().as_u16(), 503);
+    let body: Value = resp.json().expect("json");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("does not serve shard {elsewhere}"))),
+        "{body}"
+    );
+    // Asked plainly, n1 asks n2 for its shards and answers for every one.
+    let (status, report) = retried(|| {
+        client
+            .post(format!("{}/v1/admin/compact", n1.base))
+            .bearer_auth(ADMIN)
+            .send()
+            .expect("compact")
+    });
+    assert_eq!(status, 200, "{report}");
+}
+
+#[test]
 fn any_node_answers_for_any_tenant_as_the_owner_does() {
     let _serial = serial();
     let root = tempfile::tempdir().expect("tmp");
