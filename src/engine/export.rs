@@ -123,7 +123,7 @@ impl Engine {
                 let shown = (e.event.superseded_by.is_some()
                     || !e.event.supersedes_event_ids.is_empty())
                 .then(|| view.present(&e.event))
-                .filter(|p| *p != e.event);
+                .filter(|p| *p != *e.event);
                 Kept {
                     entry: Arc::clone(e),
                     presented: shown.map(Box::new),

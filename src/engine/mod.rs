@@ -738,7 +738,7 @@ impl Engine {
                 Decision::Allow { .. } | Decision::Deny { .. } => false,
             })
             .take(limit)
-            .map(|e| (e.event.clone(), e.decision.clone()))
+            .map(|e| (StoredEvent::clone(&e.event), e.decision.clone()))
             .collect()
     }
 

@@ -17,8 +17,9 @@ pub struct Entry {
     pub doc: u32,
     /// Log sequence number of the record that created it.
     pub seq: u64,
-    /// The event.
-    pub event: StoredEvent,
+    /// The event, shared with the answers that present it unchanged (a status change
+    /// replaces it whole, as it does the entry).
+    pub event: Arc<StoredEvent>,
     /// `occurredAt` in unix milliseconds (cached).
     pub occurred_ms: i64,
     /// SHA-256 of the validated input (idempotency).

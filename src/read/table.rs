@@ -411,9 +411,10 @@ impl Table {
             return false;
         };
         let mut entry = Entry::clone(entry);
-        entry.event.status = EventStatus::Superseded;
-        entry.event.superseded_by = Some(by.to_string());
-        entry.event.superseded_at = Some(at);
+        let event = Arc::make_mut(&mut entry.event);
+        event.status = EventStatus::Superseded;
+        event.superseded_by = Some(by.to_string());
+        event.superseded_at = Some(at);
         let doc = entry.doc;
         self.place(doc, Slot::Live(Arc::new(entry)));
         true
@@ -423,7 +424,7 @@ impl Table {
     pub fn replace_event(&mut self, doc: u32, event: StoredEvent) {
         if let Some(entry) = self.get(doc) {
             let mut entry = Entry::clone(entry);
-            entry.event = event;
+            entry.event = Arc::new(event);
             self.place(doc, Slot::Live(Arc::new(entry)));
         }
     }
@@ -432,7 +433,7 @@ impl Table {
     pub fn replace_entry(&mut self, doc: u32, event: StoredEvent, decision: Decision) {
         if let Some(entry) = self.get(doc) {
             let mut entry = Entry::clone(entry);
-            entry.event = event;
+            entry.event = Arc::new(event);
             entry.decision = decision;
             self.place(doc, Slot::Live(Arc::new(entry)));
         }
@@ -537,7 +538,7 @@ pub(crate) mod tests {
             doc,
             seq: u64::from(doc),
             occurred_ms: e.occurred_at.unix_millis(),
-            event: e,
+            event: Arc::new(e),
             input_hash: String::new(),
             key_id: "k".into(),
             decision: Decision::Allow {

@@ -164,15 +164,31 @@ impl<'a> Visible<'a> {
     /// The event as the grant sees it (see the module docs).
     pub fn present(&self, e: &StoredEvent) -> StoredEvent {
         let mut out = e.clone();
-        if let Some(by) = &e.superseded_by {
-            if !self.knows(by) {
-                out.status = crate::model::EventStatus::Active;
-                out.superseded_by = None;
-                out.superseded_at = None;
-            }
+        self.hide_unknown(&mut out);
+        out
+    }
+
+    /// [`Visible::present`] for a shared event: the same event, shared again, when the
+    /// grant knows every event it names (most answers), else a presented copy.
+    pub fn present_shared(&self, e: &Arc<StoredEvent>) -> Arc<StoredEvent> {
+        let hides = e.superseded_by.as_ref().is_some_and(|by| !self.knows(by))
+            || e.supersedes_event_ids.iter().any(|id| !self.knows(id));
+        if hides {
+            Arc::new(self.present(e))
+        } else {
+            Arc::clone(e)
+        }
+    }
+
+    /// Drops from `out` what names events the grant does not know.
+    fn hide_unknown(&self, out: &mut StoredEvent) {
+        let e = &*out;
+        if e.superseded_by.as_ref().is_some_and(|by| !self.knows(by)) {
+            out.status = crate::model::EventStatus::Active;
+            out.superseded_by = None;
+            out.superseded_at = None;
         }
         out.supersedes_event_ids.retain(|id| self.knows(id));
-        out
     }
 
     /// Whether writing `input` would repeat the stored `event` (an idempotent retry, see

@@ -36,20 +36,23 @@ pub fn render_one(e: &StoredEvent) -> String {
     out
 }
 
-/// About the size of `e`'s block (its summary plus the fixed lines).
+/// The size of `e`'s block when nothing in it needs escaping: its values plus the fixed
+/// text (header, keys, two times, the labels), rounded up.
 fn block_size(e: &StoredEvent) -> usize {
-    320 + e.summary.len()
+    let listed = |values: &[String]| values.iter().map(|v| v.len() + 2).sum::<usize>();
+    320 + e.event_type.len()
+        + e.summary.len()
+        + e.event_id.len()
+        + listed(&e.source_refs)
+        + listed(&e.content_warnings)
 }
 
 /// Appends `e`'s block to `out`.
 fn render_into(out: &mut String, e: &StoredEvent) {
     out.push_str(HEADER);
-    line(
-        out,
-        "occurred_at",
-        ", ",
-        [e.occurred_at.to_rfc3339().as_str()],
-    );
+    // Times are RFC 3339 text, never unsafe: written straight in.
+    key(out, "occurred_at");
+    e.occurred_at.write_rfc3339(out);
     line(out, "event_type", ", ", [e.event_type.as_str()]);
     line(out, "summary", ", ", [e.summary.as_str()]);
     line(out, "confidence", ", ", [e.confidence.as_str()]);
@@ -59,12 +62,8 @@ fn render_into(out: &mut String, e: &StoredEvent) {
         ", ",
         e.source_refs.iter().map(String::as_str),
     );
-    line(
-        out,
-        "recorded_at",
-        ", ",
-        [e.recorded_at.to_rfc3339().as_str()],
-    );
+    key(out, "recorded_at");
+    e.recorded_at.write_rfc3339(out);
     line(out, "source_trust", " ", trust_label(e.source_trust));
     line(out, "event_id", ", ", [e.event_id.as_str()]);
     if !e.content_warnings.is_empty() {
@@ -92,16 +91,29 @@ fn trust_label(t: SourceTrust) -> impl Iterator<Item = &'static str> {
 
 /// One `- key: value` line, the value made of `parts` joined with `sep`, each part
 /// sanitized (so the line is the sanitized joined value: `sep` needs no escaping).
-fn line<'a>(out: &mut String, key: &str, sep: &str, parts: impl IntoIterator<Item = &'a str>) {
-    out.push_str("\n- ");
-    out.push_str(key);
-    out.push_str(": ");
+fn line<'a>(out: &mut String, name: &str, sep: &str, parts: impl IntoIterator<Item = &'a str>) {
+    key(out, name);
     for (i, part) in parts.into_iter().enumerate() {
         if i > 0 {
             out.push_str(sep);
         }
         push_sanitized(out, part);
     }
+}
+
+/// Starts a `- key: ` line.
+fn key(out: &mut String, name: &str) {
+    out.push_str("\n- ");
+    out.push_str(name);
+    out.push_str(": ");
+}
+
+/// Whether every byte is printable ASCII (0x20 to 0x7E). Folded without an early exit, 32
+/// bytes at a time, so that the check compiles to vector compares.
+fn printable_ascii(bytes: &[u8]) -> bool {
+    bytes
+        .chunks(32)
+        .all(|c| c.iter().fold(true, |ok, &b| ok & (0x20..0x7f).contains(&b)))
 }
 
 /// Characters that must never appear raw in evidence.
@@ -112,7 +124,7 @@ pub fn is_unsafe_char(c: char) -> bool {
 fn push_sanitized(out: &mut String, value: &str) {
     // Printable ASCII is never unsafe (control characters are below 0x20 or 0x7F, invisible
     // ones beyond ASCII): the usual value is copied whole instead of char by char.
-    if value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+    if printable_ascii(value.as_bytes()) {
         out.push_str(value);
         return;
     }
@@ -179,6 +191,15 @@ mod tests {
 - source_trust: user_provided\n\
 - event_id: evt-1";
         assert_eq!(block, expected);
+        // The size reserved up front holds the longest fixed text: nanosecond times, the
+        // longest trust label and its note, warnings.
+        let mut e = e;
+        e.occurred_at = Timestamp::parse("2026-06-17T09:20:00.123456789Z").expect("t");
+        e.recorded_at = e.occurred_at;
+        e.source_trust = SourceTrust::UntrustedContent;
+        e.confidence = Confidence::Medium;
+        e.content_warnings = vec!["evidence_header".into(), "instruction_like".into()];
+        assert!(render_one(&e).len() <= block_size(&e));
     }
 
     #[test]
@@ -206,6 +227,16 @@ mod tests {
     fn printable_ascii_is_copied_whole_and_everything_else_is_checked() {
         // The fast path copies printable ASCII unchecked: none of it may be unsafe.
         assert!((0x20u8..0x7f).all(|b| !is_unsafe_char(b as char)));
+        // The chunked check sees every byte, in the first chunk, the last and across.
+        for b in 0..=u8::MAX {
+            for at in [0, 31, 32, 63, 70] {
+                let mut bytes = [b'a'; 71];
+                bytes[at] = b;
+                let want = (0x20..0x7f).contains(&b);
+                assert_eq!(printable_ascii(&bytes), want, "byte {b:#x} at {at}");
+                assert_eq!(printable_ascii(&bytes[..=at]), want, "byte {b:#x} last");
+            }
+        }
         let mut out = String::new();
         push_sanitized(&mut out, "plain ASCII, copied whole");
         assert_eq!(out, "plain ASCII, copied whole");

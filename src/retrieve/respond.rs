@@ -1,6 +1,8 @@
 //! The answer: ranked hits presented as the grant sees them, with score breakdowns, stale
 //! marks and the evidence block.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::evidence;
@@ -15,8 +17,9 @@ use crate::read::{Table, Visibility, Visible};
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Hit {
-    /// The event.
-    pub event: StoredEvent,
+    /// The event (shared with the snapshot it was read from when presented unchanged).
+    #[schema(value_type = StoredEvent)]
+    pub event: Arc<StoredEvent>,
     /// Total score.
     pub score: f32,
     /// Why it scored that.
@@ -71,14 +74,14 @@ pub(super) fn respond(
         .filter_map(|r| table.get(r.doc).map(|e| (e, r)))
         .filter(|(e, _)| seen.sees(&e.event))
         .map(|(e, r)| Hit {
-            event: seen.present(&e.event),
+            event: seen.present_shared(&e.event),
             score: r.score,
             score_breakdown: ctx.rank.explain(&r.signals, &e.prior(), ctx.now_ms),
             stale: stale.contains_key(&e.doc),
             stale_by: stale.get(&e.doc).cloned(),
         })
         .collect();
-    let events: Vec<&StoredEvent> = results.iter().map(|h| &h.event).collect();
+    let events: Vec<&StoredEvent> = results.iter().map(|h| &*h.event).collect();
     RecallResponse {
         evidence: evidence::render(&events),
         stats: RecallStats {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{index_delete, index_put, WriterError};
 use crate::engine::shared::Shared;
 use crate::index::vector::VectorStore;
-use crate::model::{Decision, EventStatus};
+use crate::model::{Decision, EventStatus, StoredEvent};
 use crate::read::{Entry, Tombstone, NONE};
 use crate::store::record::{
     DeleteReason, DeleteRecord, PutRecord, RequeueRecord, ReviewRecord, TombstoneRecord,
@@ -45,7 +45,7 @@ pub(crate) fn apply_put(
         doc,
         seq,
         occurred_ms: put.event.occurred_at.unix_millis(),
-        event: put.event,
+        event: Arc::new(put.event),
         input_hash: put.input_hash,
         key_id: put.key_id,
         decision: put.decision,
@@ -132,7 +132,7 @@ pub(crate) fn apply_review(shared: &Shared, rec: &ReviewRecord, index: bool) {
     let Some(entry) = table.find(&rec.tenant_id, &rec.event_id).cloned() else {
         return;
     };
-    let mut event = entry.event.clone();
+    let mut event = StoredEvent::clone(&entry.event);
     event.status = EventStatus::Active;
     for old in &event.supersedes_event_ids {
         table.mark_superseded(&rec.tenant_id, old, &event.event_id, rec.decided_at);
@@ -146,7 +146,7 @@ pub(crate) fn apply_requeue(shared: &Shared, rec: &RequeueRecord) {
     let Some(entry) = table.find(&rec.tenant_id, &rec.event_id).cloned() else {
         return;
     };
-    let mut event = entry.event.clone();
+    let mut event = StoredEvent::clone(&entry.event);
     event.status = EventStatus::PendingReview;
     event.policy_version = rec.policy_version.clone();
     table.replace_entry(entry.doc, event, rec.decision.clone());

@@ -290,7 +290,7 @@ pub(super) fn slot_record(
                 .ok_or(WriterError::MissingVector { doc: e.doc })?;
             let put = PutRecord {
                 doc: e.doc,
-                event: e.event.clone(),
+                event: crate::model::StoredEvent::clone(&e.event),
                 input_hash: e.input_hash.clone(),
                 key_id: e.key_id.clone(),
                 decision: e.decision.clone(),

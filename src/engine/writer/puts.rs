@@ -211,7 +211,7 @@ impl Writer {
                 let view = Visible::new(&p.grant, &table, &self.shared.keyed, Timestamp::now());
                 Err(retry_or_conflict(
                     view.repeats(&p.input, &entry.event),
-                    entry.event.clone(),
+                    StoredEvent::clone(&entry.event),
                     entry.decision.clone(),
                 ))
             }

@@ -353,6 +353,9 @@ pub fn top_k(ids: &[u32], scores: &[f32], k: usize) -> Vec<(u32, f32)> {
         return Vec::new();
     }
     let heap = if n < PAR_TOP_K_MIN {
+        if n <= SELECT_TOP_K_MAX {
+            return select_top_k(ids, scores, k);
+        }
         heap_top_k(ids.iter().zip(scores), k)
     } else {
         ids.par_chunks(TOP_K_CHUNK)
@@ -364,6 +367,27 @@ pub fn top_k(ids: &[u32], scores: &[f32], k: usize) -> Vec<(u32, f32)> {
         .into_iter()
         .map(|r| (r.id, r.score))
         .collect()
+}
+
+/// Up to this many scores, `top_k` selects instead of keeping a heap.
+const SELECT_TOP_K_MAX: usize = 4096;
+
+/// [`top_k`] of a few scores: the best `k` selected in one linear pass, then sorted. Its
+/// cost does not depend on the order of the scores, where a heap (or a sorted array) does
+/// more work the more often a later score beats the worst kept, as in a set in time order
+/// ranked with a recency signal.
+fn select_top_k(ids: &[u32], scores: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut all: Vec<Ranked> = ids
+        .iter()
+        .zip(scores)
+        .map(|(&id, &score)| Ranked::new(id, score))
+        .collect();
+    if k < all.len() {
+        all.select_nth_unstable(k - 1);
+        all.truncate(k);
+    }
+    all.sort_unstable();
+    all.into_iter().map(|r| (r.id, r.score)).collect()
 }
 
 /// Bounded heap of the best `k`; its maximum is the worst kept element.
@@ -444,11 +468,49 @@ mod tests {
     }
 
     #[test]
+    fn top_k_orders_nan_and_signed_zeros_like_the_sort() {
+        let scores = [0.0, -0.0, f32::NAN, 1.0, -0.0, 0.0, f32::NAN, -1.0, 1.0];
+        let ids: Vec<u32> = (0..scores.len() as u32).rev().collect();
+        for k in 0..=scores.len() + 1 {
+            let want = reference_top_k(&ids, &scores, k);
+            let got = top_k(&ids, &scores, k);
+            let bits =
+                |v: &[(u32, f32)]| v.iter().map(|(i, s)| (*i, s.to_bits())).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "k = {k}");
+            let heap: Vec<(u32, f32)> = heap_top_k(ids.iter().zip(&scores), k)
+                .into_sorted_vec()
+                .into_iter()
+                .map(|r| (r.id, r.score))
+                .collect();
+            assert_eq!(bits(&heap), bits(&want), "heap, k = {k}");
+        }
+    }
+
+    #[test]
     fn top_k_large_parallel_matches_sort() {
-        let n = PAR_TOP_K_MIN * 2 + 17;
-        let ids: Vec<u32> = (0..n as u32).collect();
-        let scores: Vec<f32> = ids.iter().map(|&i| ((i * 7919) % 1000) as f32).collect();
-        assert_eq!(top_k(&ids, &scores, 50), reference_top_k(&ids, &scores, 50));
+        // Selected, kept in one heap, and kept in heaps merged across threads.
+        for n in [
+            SELECT_TOP_K_MAX,
+            SELECT_TOP_K_MAX + 1,
+            PAR_TOP_K_MIN * 2 + 17,
+        ] {
+            let ids: Vec<u32> = (0..n as u32).collect();
+            let scores: Vec<f32> = ids.iter().map(|&i| ((i * 7919) % 1000) as f32).collect();
+            for k in [1, 50, 5000] {
+                assert_eq!(
+                    top_k(&ids, &scores, k),
+                    reference_top_k(&ids, &scores, k),
+                    "{n} {k}"
+                );
+            }
+            // Ascending scores: every later score beats the worst kept.
+            let rising: Vec<f32> = ids.iter().map(|&i| i as f32 / 8.0).collect();
+            assert_eq!(
+                top_k(&ids, &rising, 50),
+                reference_top_k(&ids, &rising, 50),
+                "{n}"
+            );
+        }
     }
 
     #[test]
