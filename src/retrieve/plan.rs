@@ -32,7 +32,7 @@ use super::config::RecallConfig;
 use super::graph::{graph_pick, graph_scope, GraphPick};
 use super::lexical::Bm25;
 use super::partition::partition_scope;
-use super::scope::{visible, InScope, SearchError};
+use super::scope::{InScope, SearchError};
 use super::stale::apply_staleness;
 use crate::index::vector::IdSet;
 use crate::rank::RankConfig;
@@ -148,7 +148,7 @@ pub(super) fn plan(p: &Planning<'_>) -> Result<Plan, SearchError> {
             }
         }
     }
-    let heads = visible(p.snap, access, p.in_scope.ids()?, p.vis);
+    let heads = p.in_scope.visible(access, p.vis)?;
     let (heads, stale) = apply_staleness(p.snap, p.config, access, heads, p.vis, p.keep_stale);
     let mut plan = exact(heads, stale);
     if !p.force_exact && broad_for_hnsw(p, plan.heads.len()) {

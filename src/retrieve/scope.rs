@@ -51,16 +51,25 @@ pub fn candidates(snap: &Snapshot<'_>, filter: &ScopeFilter) -> Result<Vec<u32>,
         return Ok(Vec::new());
     }
     let heads = table.head_filter(filter);
-    if let Some(heads) = &heads {
-        if let Some(docs) = table.tenant_docs_up_to(&filter.tenant, SMALL_TENANT_IDS) {
-            return Ok(docs
-                .iter()
-                .copied()
-                .filter(|&d| table.head_at(d).is_some_and(|h| heads.matches(h)))
-                .collect());
-        }
+    if let Some(small) = small_tenant(table, filter, heads.as_ref()) {
+        return Ok(small.map(|(d, _)| d).collect());
     }
     indexed(snap, filter, heads.as_ref())
+}
+
+/// A small tenant's in-scope ids with their heads, in id order, when heads decide `filter`
+/// and the tenant holds at most [`SMALL_TENANT_IDS`] ids; `None` otherwise.
+fn small_tenant<'t>(
+    table: &'t Table,
+    filter: &ScopeFilter,
+    heads: Option<&'t HeadFilter>,
+) -> Option<impl Iterator<Item = (u32, &'t Head)> + use<'t>> {
+    let heads = heads?;
+    let docs = table.tenant_docs_up_to(&filter.tenant, SMALL_TENANT_IDS)?;
+    Some(docs.iter().filter_map(move |&d| {
+        let h = table.head_at(d)?;
+        heads.matches(h).then_some((d, h))
+    }))
 }
 
 /// A tenant holding at most this many event ids lists its scope from the table alone when
@@ -152,6 +161,27 @@ impl<'a> InScope<'a> {
         }
         let ids = candidates(self.snap, self.filter)?;
         Ok(self.ids.get_or_init(|| ids))
+    }
+
+    /// [`visible`] of the in-scope ids: the same heads, in the same order. A small tenant's
+    /// ids not listed yet are listed and checked in one pass, each head read once.
+    pub(super) fn visible(
+        &self,
+        access: &Access,
+        vis: &Visibility,
+    ) -> Result<Vec<Head>, SearchError> {
+        let table: &Table = &self.snap.table;
+        if self.ids.get().is_none() && table.may_match(self.filter) {
+            let heads = table.head_filter(self.filter);
+            if let Some(small) = small_tenant(table, self.filter, heads.as_ref()) {
+                let view = View::new(vis);
+                let shown = small.filter(|(_, h)| access.shows(table, &view, h));
+                let mut out = Vec::with_capacity(shown.size_hint().1.unwrap_or(0));
+                out.extend(shown.map(|(_, h)| *h));
+                return Ok(out);
+            };
+        }
+        Ok(visible(self.snap, access, self.ids()?, vis))
     }
 }
 
@@ -305,6 +335,22 @@ mod tests {
         let docs = |grant: &TenantGrant| {
             let access = Access::new(&snap.table, grant).expect("tenant known");
             let heads = visible(&snap, &access, &[0, 1, 2, 3], &vis);
+            let docs = |heads: Vec<Head>| heads.iter().map(|h| h.doc).collect::<Vec<_>>();
+            // The small tenant's one pass over its heads gives the same heads, listed
+            // fresh or after the ids were listed.
+            let filter = scope_filter("acme", &Scope::default());
+            let fresh = InScope::new(&snap, &filter);
+            assert_eq!(
+                docs(fresh.visible(&access, &vis).unwrap()),
+                docs(heads.clone())
+            );
+            assert!(fresh.ids.get().is_none(), "listed and checked in one pass");
+            let listed = InScope::new(&snap, &filter);
+            assert_eq!(listed.ids().unwrap(), &[0, 1, 2, 3]);
+            assert_eq!(
+                docs(listed.visible(&access, &vis).unwrap()),
+                docs(heads.clone())
+            );
             heads.iter().map(|h| h.doc).collect::<Vec<_>>()
         };
         assert_eq!(
