@@ -850,7 +850,11 @@ impl Harness {
                 .engine
                 .recall_ranked(&grant, &req, vector, rank, read_time())
                 .map_err(|p| anyhow::anyhow!("recall for tenant {}: {p}", q.tenant))?;
-            Ok(resp.results.into_iter().map(|h| h.event.event_id).collect())
+            Ok(resp
+                .results
+                .into_iter()
+                .map(|h| h.event.event_id.clone())
+                .collect())
         };
         Ok(Ranked {
             ranking: recall(&self.engine.config().rank, vector)?,

@@ -1026,7 +1026,11 @@ impl Play<'_> {
                 return Ok(());
             }
         };
-        let events: Vec<StoredEvent> = resp.results.iter().map(|h| h.event.clone()).collect();
+        let events: Vec<StoredEvent> = resp
+            .results
+            .iter()
+            .map(|h| StoredEvent::clone(&h.event))
+            .collect();
         self.check_framing(&events, &resp.evidence);
         let ctx = ReadCtx {
             tenant: &q.tenant,
@@ -1380,7 +1384,11 @@ impl Play<'_> {
         let g = reader(tenant, None);
         match self.engine.recall_with_vector(&g, &req, vector) {
             Ok(resp) => {
-                let events: Vec<StoredEvent> = resp.results.into_iter().map(|h| h.event).collect();
+                let events: Vec<StoredEvent> = resp
+                    .results
+                    .into_iter()
+                    .map(|h| std::sync::Arc::unwrap_or_clone(h.event))
+                    .collect();
                 let ctx = ReadCtx {
                     tenant,
                     what,
@@ -1511,8 +1519,11 @@ impl Play<'_> {
                     .recall_with_vector(&reader(&c.tenant, None), &req, &new.vector)
                 {
                     Ok(r) => {
-                        let events: Vec<StoredEvent> =
-                            r.results.into_iter().map(|h| h.event).collect();
+                        let events: Vec<StoredEvent> = r
+                            .results
+                            .into_iter()
+                            .map(|h| std::sync::Arc::unwrap_or_clone(h.event))
+                            .collect();
                         let ctx = ReadCtx {
                             tenant: &c.tenant,
                             what: "correction probe",
