@@ -182,8 +182,7 @@ impl<'a> Visible<'a> {
 
     /// Drops from `out` what names events the grant does not know.
     fn hide_unknown(&self, out: &mut StoredEvent) {
-        let e = &*out;
-        if e.superseded_by.as_ref().is_some_and(|by| !self.knows(by)) {
+        if out.superseded_by.as_ref().is_some_and(|by| !self.knows(by)) {
             out.status = crate::model::EventStatus::Active;
             out.superseded_by = None;
             out.superseded_at = None;
