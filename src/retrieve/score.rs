@@ -163,9 +163,6 @@ impl Inputs<'_> {
     /// The signals of candidate `i`, given the cosines of it and of the events of its
     /// episode and the episodes' bests from them (cosine, context and episode 0 when
     /// `cosines` is empty).
-    // Inlined: built in the caller's vector directly (returned, its two flags were written
-    // byte by byte and then read back as one word, which stalled).
-    #[inline(always)]
     pub(super) fn signals(
         &self,
         rank: &RankConfig,

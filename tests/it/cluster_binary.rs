@@ -443,13 +443,7 @@ fn a_compaction_covers_every_shard_or_is_refused() {
         "{body}"
     );
     // Asked plainly, n1 asks n2 for its shards and answers for every one.
-    let (status, report) = retried(|| {
-        client
-            .post(format!("{}/v1/admin/compact", n1.base))
-            .bearer_auth(ADMIN)
-            .send()
-            .expect("compact")
-    });
+    let (status, report) = compacted(&client, &n1.base);
     assert_eq!(status, 200, "{report}");
 }
 
@@ -847,6 +841,17 @@ fn retried(send: impl Fn() -> reqwest::blocking::Response) -> (u16, Value) {
     }
 }
 
+/// A cluster compaction asked of the node at `base`, retried while it answers 503.
+fn compacted(client: &Client, base: &str) -> (u16, Value) {
+    retried(|| {
+        client
+            .post(format!("{base}/v1/admin/compact"))
+            .bearer_auth(ADMIN)
+            .send()
+            .expect("compact")
+    })
+}
+
 #[test]
 fn erasure_and_rotation_leave_no_trace_even_with_a_nats_node_down() {
     let _serial = serial();
@@ -935,13 +940,7 @@ fn erasure_and_rotation_leave_no_trace_even_with_a_nats_node_down() {
     });
     assert_eq!(status, 200, "{receipt}\n{}", n2.log());
     assert_eq!(receipt["purged"], false, "not purged before the rotation");
-    let (status, report) = retried(|| {
-        client
-            .post(format!("{}/v1/admin/compact", n1.base))
-            .bearer_auth(ADMIN)
-            .send()
-            .expect("compact")
-    });
+    let (status, report) = compacted(&client, &n1.base);
     assert_eq!(status, 200, "{report}");
     let purged: Vec<&str> = report["purgedEventIds"]
         .as_array()

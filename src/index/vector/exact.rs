@@ -345,7 +345,9 @@ impl Eq for Ranked {}
 
 /// Top `k` `(id, score)` pairs of the parallel slices `ids`/`scores`, best
 /// first (score descending, ties by id ascending). Extra elements of the
-/// longer slice are ignored. O(n log k); parallel for large inputs.
+/// longer slice are ignored. Up to [`SELECT_TOP_K_MAX`] scores, one selection
+/// and a sort of the k; beyond, bounded heaps, O(n log k), parallel for large
+/// inputs.
 pub fn top_k(ids: &[u32], scores: &[f32], k: usize) -> Vec<(u32, f32)> {
     let n = ids.len().min(scores.len());
     let (ids, scores) = (&ids[..n], &scores[..n]);
