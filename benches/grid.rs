@@ -558,6 +558,7 @@ fn engine_config(dir: &Path) -> EngineConfig {
     }
     if let Some(v) = knob("GRID_PROBE_SHARE") {
         config.recall.partition_probe_share = v;
+        config.recall.calibrated_probes = false;
     }
     if let Some(v) = knob("GRID_PROBE_MAX_MEMBERS") {
         config.recall.partition_probe_max_members = v as usize;
@@ -570,6 +571,7 @@ fn engine_config(dir: &Path) -> EngineConfig {
     }
     if let Some(v) = knob("GRID_GRAPH_EF") {
         config.recall.graph_ef = v as usize;
+        config.recall.calibrated_graphs = false;
     }
     if let Some(v) = knob("GRID_GRAPH_MIN_SHARE") {
         config.recall.graph_min_share = v;

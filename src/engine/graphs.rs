@@ -24,8 +24,10 @@ use std::sync::Arc;
 
 use super::graph_files::{self, Witness};
 use super::shared::Shared;
+use crate::index::vector::calibrate::GraphTuning;
 use crate::index::vector::{FrozenGraph, HnswIndex, HnswParams, VectorError, VectorStore};
 use crate::read::{GraphKeys, TenantGraphs, NONE};
+use crate::retrieve::GRAPH_FANOUT;
 
 /// The tenant graphs' files, as the engine keeps track of them.
 #[derive(Debug, Default)]
@@ -58,6 +60,9 @@ impl GraphDisk {
 
 /// A graph grows by this share of its points (1 / n) before it is saved again.
 const SAVE_GROWTH_DIVISOR: usize = 4;
+
+/// A graph grows by this share of its points (1 / n) before its widths are measured again.
+const RETUNE_GROWTH_DIVISOR: usize = 4;
 
 /// Vectors written since the last update that start the next one. Until then they are a
 /// tail every graph recall of their tenant scores exactly (at most this many, about 0.3 ms
@@ -180,7 +185,8 @@ fn read_back(shared: &Shared, epoch: u64) -> Result<(), VectorError> {
         graphs.insert(number, Arc::new(r.graph));
     }
     let keys = keyed(shared, &TenantGraphs::default(), &frozen);
-    let set = TenantGraphs::new(upto, counts, graphs, frozen, keys);
+    let tunings = tuned(&vectors, &TenantGraphs::default(), &frozen);
+    let set = TenantGraphs::new(upto, counts, graphs, frozen, (keys, tunings));
     let current = shared.graph_epoch.lock();
     if *current == epoch && shared.graphs.load().upto() == 0 {
         // The points read from disk, not those added since they were saved.
@@ -321,8 +327,9 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
         }
     }
     let keys = keyed(shared, &current, &frozen);
+    let tunings = tuned(&vectors, &current, &frozen);
     Ok((
-        TenantGraphs::new(upto, counts, graphs, frozen, keys),
+        TenantGraphs::new(upto, counts, graphs, frozen, (keys, tunings)),
         newcomers.len(),
     ))
 }
@@ -344,6 +351,38 @@ fn keyed(
                 _ => Arc::new(GraphKeys::of(copy.ids(), &shared.table.read())),
             };
             (tenant, keys)
+        })
+        .collect()
+}
+
+/// The widths each copy in `frozen` needs ([`GraphTuning`]): `current`'s measure while the
+/// graph has grown by less than a [`RETUNE_GROWTH_DIVISOR`]th since it was taken, a new one
+/// for the others (recall at a given width falls only slowly as a graph grows).
+fn tuned(
+    vectors: &VectorStore,
+    current: &TenantGraphs,
+    frozen: &HashMap<u32, Arc<FrozenGraph>>,
+) -> HashMap<u32, GraphTuning> {
+    frozen
+        .iter()
+        .map(|(&tenant, copy)| {
+            let tuning = match current.tuning(tenant) {
+                Some(t) if copy.len() < t.points + t.points / RETUNE_GROWTH_DIVISOR => *t,
+                _ => {
+                    let started = std::time::Instant::now();
+                    let t = GraphTuning::measure(vectors, copy, GRAPH_FANOUT);
+                    tracing::info!(
+                        tenant,
+                        points = t.points,
+                        plain = ?t.plain,
+                        within = ?t.within,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "tenant graph widths measured"
+                    );
+                    t
+                }
+            };
+            (tenant, tuning)
         })
         .collect()
 }

@@ -55,6 +55,7 @@ pub(crate) fn maybe_rebuild(shared: &Arc<Shared>) {
                 tracing::info!(
                     vectors = p.index.upto(),
                     lists,
+                    probe_shares = ?p.curve().buckets(),
                     seconds = started.elapsed().as_secs_f64(),
                     "vector partitions built"
                 );

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use super::head::{Head, HeadFilter, NONE};
 use super::table::Table;
+use crate::index::vector::calibrate::GraphTuning;
 use crate::index::vector::{FrozenGraph, HnswIndex};
 
 /// The graphs of the tenants that have one, and every tenant's vector count.
@@ -36,17 +37,20 @@ pub struct TenantGraphs {
     frozen: HashMap<u32, Arc<FrozenGraph>>,
     /// The scope keys of each copy, by tenant number.
     keys: HashMap<u32, Arc<GraphKeys>>,
+    /// The widths each graph was measured to need, by tenant number.
+    tunings: HashMap<u32, GraphTuning>,
 }
 
 impl TenantGraphs {
     /// A set covering the ids below `upto`, from its counts, graphs and their copies
-    /// (one per graph, taken after the graph received every id below `upto`).
+    /// (one per graph, taken after the graph received every id below `upto`), the copies'
+    /// keys and the widths measured on them.
     pub fn new(
         upto: u32,
         counts: HashMap<u32, u32>,
         graphs: HashMap<u32, Arc<HnswIndex>>,
         frozen: HashMap<u32, Arc<FrozenGraph>>,
-        keys: HashMap<u32, Arc<GraphKeys>>,
+        (keys, tunings): (HashMap<u32, Arc<GraphKeys>>, HashMap<u32, GraphTuning>),
     ) -> Self {
         TenantGraphs {
             upto,
@@ -54,6 +58,7 @@ impl TenantGraphs {
             graphs,
             frozen,
             keys,
+            tunings,
         }
     }
 
@@ -70,6 +75,11 @@ impl TenantGraphs {
     /// The scope keys of `tenant`'s copy, if it has one.
     pub fn keys(&self, tenant: u32) -> Option<&Arc<GraphKeys>> {
         self.keys.get(&tenant)
+    }
+
+    /// The widths `tenant`'s graph was measured to need, if it was measured.
+    pub fn tuning(&self, tenant: u32) -> Option<&GraphTuning> {
+        self.tunings.get(&tenant)
     }
 
     /// The vectors of `tenant` among ids below [`Self::upto`].

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use super::head::{Changed, Head};
 use super::table::Table;
+use crate::index::vector::calibrate::ProbeCurve;
 use crate::index::vector::Partition;
 
 /// A partition and its lists' copies of their members' heads.
@@ -25,11 +26,13 @@ pub struct Partitioned {
     heads: Vec<Vec<Head>>,
     /// Members whose heads changed since the copy.
     changed: Arc<Changed>,
+    /// The lists a probe needs, measured on the partition's own vectors.
+    curve: ProbeCurve,
 }
 
 impl Partitioned {
-    /// Partitions the vectors of the heads' live slots and keeps the lists' heads; `None`
-    /// when there are too few vectors.
+    /// Partitions the vectors of the heads' live slots, keeps the lists' heads and measures
+    /// how many lists a probe needs ([`ProbeCurve`]); `None` when there are too few vectors.
     pub fn build(
         vectors: &crate::index::vector::VectorStore,
         (heads, changed): (Vec<Head>, Arc<Changed>),
@@ -44,11 +47,18 @@ impl Partitioned {
                 docs.iter().map(|&d| heads[d as usize]).collect()
             })
             .collect();
+        let curve = ProbeCurve::measure(vectors, &index, &tenants);
         Some(Partitioned {
             index,
             heads,
             changed,
+            curve,
         })
+    }
+
+    /// How many lists a probe needs for a scope's size, as measured.
+    pub fn curve(&self) -> &ProbeCurve {
+        &self.curve
     }
 
     /// The current heads of the members at `rows` of `list`, `table` locked by the caller

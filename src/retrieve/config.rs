@@ -52,8 +52,13 @@ pub struct RecallConfig {
     /// approximate in ranking and say so). Independent of `approximate`, and tried first.
     pub partitioned: bool,
     /// With `partitioned`, the share of partition lists probed (at least one; more while
-    /// fewer than k in-scope events were found).
+    /// fewer than k in-scope events were found) when `calibrated_probes` is off, or the
+    /// scope is sparser than any the partition's calibration measured.
     pub partition_probe_share: f64,
+    /// With `partitioned`, probe the share of lists measured, per scope density, to reach
+    /// recall@10 of [`crate::index::vector::calibrate::RECALL_TARGET`] on the partition's
+    /// own vectors (on by default; off: `partition_probe_share` always).
+    pub calibrated_probes: bool,
     /// With `partitioned`, a probe stops taking further lists once those it took hold this
     /// many of the tenant's members (fewer than the probe share then), which caps a probe's
     /// cost for the largest tenants at the price of their recall.
@@ -68,8 +73,13 @@ pub struct RecallConfig {
     /// With `graphs`, a tenant gets a graph once it holds this many vectors
     /// ([`GRAPH_MIN_VECTORS`] by default).
     pub graph_min_vectors: usize,
-    /// With `graphs`, the candidate list width of a graph search ([`GRAPH_EF`]).
+    /// With `graphs`, the candidate list width of a graph search ([`GRAPH_EF`]) when
+    /// `calibrated_graphs` is off or a graph was not measured.
     pub graph_ef: usize,
+    /// With `graphs`, search each tenant graph at the narrowest width measured to reach
+    /// recall@10 of [`crate::index::vector::calibrate::RECALL_TARGET`] on its own points,
+    /// and not at all where no width did (on by default; off: `graph_ef` always).
+    pub calibrated_graphs: bool,
     /// With `graphs`, the smallest share of its tenant a scope must be to be searched
     /// plainly in the tenant's graph ([`GRAPH_MIN_SHARE`]); narrower scopes are walked within
     /// their ids.
@@ -91,20 +101,22 @@ impl Default for RecallConfig {
             stale_min_similarity: 0.0,
             partitioned: true,
             partition_probe_share: PARTITION_PROBE_SHARE,
+            calibrated_probes: true,
             partition_probe_max_members: PARTITION_PROBE_MAX_MEMBERS,
             partition_min_vectors: PARTITION_MIN_VECTORS,
             code_min_candidates: CODE_MIN_CANDIDATES,
             graphs: true,
             graph_min_vectors: GRAPH_MIN_VECTORS,
             graph_ef: GRAPH_EF,
+            calibrated_graphs: true,
             graph_min_share: GRAPH_MIN_SHARE,
         }
     }
 }
 
 impl RecallConfig {
-    /// Sets the share of partition lists a probe reads, which must lie in (0, 1], and lets
-    /// the planner use partitions.
+    /// Sets the share of partition lists every probe reads, which must lie in (0, 1], in
+    /// place of the measured one, and lets the planner use partitions.
     pub fn partition(&mut self, probe_share: f64) -> anyhow::Result<()> {
         anyhow::ensure!(
             probe_share > 0.0 && probe_share <= 1.0,
@@ -112,6 +124,7 @@ impl RecallConfig {
         );
         self.partitioned = true;
         self.partition_probe_share = probe_share;
+        self.calibrated_probes = false;
         Ok(())
     }
 }

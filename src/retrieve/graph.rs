@@ -19,6 +19,7 @@ use super::cost;
 use super::lexical::Bm25;
 use super::partition::{broad_count, PARTITION_LEXICAL_DEPTH};
 use super::scope::{InScope, SearchError};
+use crate::index::vector::calibrate::GraphTuning;
 use crate::index::vector::FrozenGraph;
 use crate::read::{Access, GraphKeys, Head, HeadFilter, Snapshot, Table, View, Visibility};
 
@@ -63,6 +64,43 @@ pub(super) fn graph_width(graph_ef: usize, points: usize, k: usize) -> usize {
     let full = GRAPH_FULL_WIDTH_POINTS as f64;
     let scale = (points as f64 / full).clamp(GRAPH_MIN_WIDTH_PERCENT as f64 / 100.0, 1.0);
     ((graph_ef as f64 * scale).ceil() as usize).max(k)
+}
+
+/// The widths a tenant's graph is searched at for `k` results.
+struct Widths {
+    /// A plain search of the whole tenant; `None`: not searched plainly.
+    plain: Option<usize>,
+    /// A walk within a scope; `None`: not walked within.
+    within: Option<usize>,
+    /// The filtered walk that follows a search that found fewer than k.
+    fallback: usize,
+}
+
+impl Widths {
+    /// With `calibrated_graphs` and a measured graph, the widths measured on it (none where
+    /// no width reached the target); otherwise `graph_ef`, scaled by the graph's size for a
+    /// plain search ([`graph_width`]) and by [`GRAPH_WITHIN_WIDTH_PERCENT`] within a scope.
+    fn of(snap: &Snapshot<'_>, cfg: &RecallConfig, tenant: u32, k: usize) -> Widths {
+        let points = snap.graphs.count(tenant);
+        Widths::from(snap.graphs.tuning(tenant), cfg, points, k)
+    }
+
+    /// [`Widths::of`] for a graph of `points` measured as `tuning`.
+    fn from(tuning: Option<&GraphTuning>, cfg: &RecallConfig, points: usize, k: usize) -> Widths {
+        let configured = graph_width(cfg.graph_ef, points, k);
+        match tuning.filter(|_| cfg.calibrated_graphs) {
+            Some(t) => Widths {
+                plain: t.plain.map(|w| w.max(k)),
+                within: t.within.map(|w| w.max(k)),
+                fallback: t.plain.map_or(configured, |w| w.max(k)),
+            },
+            None => Widths {
+                plain: Some(configured),
+                within: Some((cfg.graph_ef * GRAPH_WITHIN_WIDTH_PERCENT / 100).max(k)),
+                fallback: configured,
+            },
+        }
+    }
 }
 
 /// How a graph is walked for a scope.
@@ -117,16 +155,19 @@ pub(super) fn graph_pick<'s>(
     };
     let points = snap.graphs.count(scope.tenant);
     let share = count as f64 / points.max(1) as f64;
-    let ef = graph_width(cfg.graph_ef, points, k);
-    let (walk, cost_ns) = if share >= cfg.graph_min_share {
+    let widths = Widths::of(snap, cfg, scope.tenant, k);
+    let (walk, cost_ns, ef) = if share >= cfg.graph_min_share {
+        let Some(ef) = widths.plain else {
+            return Ok(None);
+        };
         let width = ((ef as f64 / share).ceil() as usize).clamp(ef, ef * GRAPH_MAX_WIDEN);
-        (GraphWalk::Plain { width }, cost::graph_ns(ef, share))
+        (GraphWalk::Plain { width }, cost::graph_ns(ef, share), ef)
     } else if share >= GRAPH_WITHIN_MIN_SHARE {
-        let width = (cfg.graph_ef * GRAPH_WITHIN_WIDTH_PERCENT / 100).max(k);
-        (
-            GraphWalk::Within { width },
-            cost::graph_within_ns(width, count),
-        )
+        let Some(width) = widths.within else {
+            return Ok(None);
+        };
+        let cost_ns = cost::graph_within_ns(width, count);
+        (GraphWalk::Within { width }, cost_ns, widths.fallback)
     } else {
         return Ok(None);
     };
@@ -251,6 +292,36 @@ mod tests {
             assert_eq!(nodes.count(), listed.len());
             assert!(!selected.contains(&4), "a deleted point is never in scope");
         }
+    }
+
+    #[test]
+    fn a_measured_graph_is_searched_at_its_measured_widths_and_not_where_none_sufficed() {
+        let cfg = RecallConfig::default();
+        let t = GraphTuning {
+            points: 100_000,
+            plain: Some(48),
+            within: None,
+        };
+        let w = Widths::from(Some(&t), &cfg, 100_000, 10);
+        assert_eq!((w.plain, w.within, w.fallback), (Some(48), None, 48));
+        let w = Widths::from(Some(&t), &cfg, 100_000, 100);
+        assert_eq!(w.plain, Some(100), "never below k");
+        let none = GraphTuning { plain: None, ..t };
+        let w = Widths::from(Some(&none), &cfg, 100_000, 10);
+        assert_eq!(
+            (w.plain, w.within),
+            (None, None),
+            "no plain search, no walk"
+        );
+        // Unmeasured, or measurement turned off: the configured widths.
+        let w = Widths::from(None, &cfg, 100_000, 10);
+        assert_eq!((w.plain, w.within), (Some(160), Some(96)));
+        let off = RecallConfig {
+            calibrated_graphs: false,
+            ..RecallConfig::default()
+        };
+        let w = Widths::from(Some(&none), &off, 100_000, 10);
+        assert_eq!((w.plain, w.within), (Some(160), Some(96)));
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub use codes::CODE_MIN_CANDIDATES;
 pub use config::{
     RecallConfig, GRAPH_EF, GRAPH_MIN_SHARE, GRAPH_MIN_VECTORS, PARTITION_MIN_VECTORS,
 };
+pub use graph::GRAPH_FANOUT;
 pub use partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 pub use plan::VectorPath;
 pub use query::QueryRead;

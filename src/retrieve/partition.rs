@@ -68,11 +68,12 @@ pub(super) fn partition_scope(
     let Some(count) = broad_count(snap, in_scope, cfg.exact_max_candidates)? else {
         return Ok(None);
     };
+    let share = probe_share(&partitioned, cfg, count);
     if let Some(ceiling) = ceiling_ns {
         if surely_dearer(
             snap,
             partition,
-            (cfg, ceiling),
+            (cfg, share, ceiling),
             &in_scope.filter.tenant,
             count,
         ) {
@@ -83,7 +84,7 @@ pub(super) fn partition_scope(
     if order.is_empty() {
         return Ok(None);
     }
-    let (probes, probed_members) = probe_count(partition, &order, scope.tenant, cfg);
+    let (probes, probed_members) = probe_count(partition, &order, scope.tenant, (cfg, share));
     let read_by_id = count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members;
     let probe_cost = cost::partition_ns(order.len(), probed_members, count, read_by_id);
     if !cost::partition_pays(count, probe_cost) || ceiling_ns.is_some_and(|c| probe_cost >= c) {
@@ -126,30 +127,40 @@ pub(super) fn partition_scope(
 fn surely_dearer(
     snap: &Snapshot<'_>,
     partition: &Partition,
-    (cfg, ceiling): (&RecallConfig, u64),
+    (cfg, share, ceiling): (&RecallConfig, f64, u64),
     tenant: &str,
     count: usize,
 ) -> bool {
     cost::probe_surely_dearer(
         (partition.lists(), count, snap.table.tenant_ids(tenant)),
-        (cfg.partition_probe_share, cfg.partition_probe_max_members),
+        (share, cfg.partition_probe_max_members),
         ceiling,
     )
 }
 
+/// The share of lists a probe of a scope of `count` events reads: the share measured to
+/// reach the recall target at its density ([`crate::index::vector::calibrate::ProbeCurve`]),
+/// unless `calibrated_probes` is off or the scope is sparser than any measured, when it is
+/// `partition_probe_share`.
+pub(super) fn probe_share(partitioned: &Partitioned, cfg: &RecallConfig, count: usize) -> f64 {
+    let measured = cfg
+        .calibrated_probes
+        .then(|| partitioned.curve().share(count))
+        .flatten();
+    measured.unwrap_or(cfg.partition_probe_share)
+}
+
 /// How many of the lists in `order` a probe reads, and how many of `tenant`'s members they
-/// hold: the nearest `partition_probe_share` of the lists (at least one), or fewer once the
-/// nearest hold `partition_probe_max_members` of the tenant's members, so that a probe's
-/// cost stops growing with its tenant.
+/// hold: the nearest `share` of the lists (at least one), or fewer once the nearest hold
+/// `partition_probe_max_members` of the tenant's members, so that a probe's cost stops
+/// growing with its tenant.
 pub(super) fn probe_count(
     partition: &Partition,
     order: &[u32],
     tenant: u32,
-    cfg: &RecallConfig,
+    (cfg, share): (&RecallConfig, f64),
 ) -> (usize, usize) {
-    let share = (order.len() as f64 * cfg.partition_probe_share)
-        .ceil()
-        .max(1.0) as usize;
+    let share = (order.len() as f64 * share).ceil().max(1.0) as usize;
     let mut members = 0;
     for (read, &list) in order.iter().take(share).enumerate() {
         if read > 0 && members >= cfg.partition_probe_max_members {
@@ -336,21 +347,20 @@ mod tests {
         let order = p.order(&unit(vec![1.0; dim]));
         let sizes: Vec<usize> = order.iter().map(|&l| p.members(l, 0).len()).collect();
         let mut cfg = RecallConfig {
-            partition_probe_share: 0.5,
             partition_probe_max_members: usize::MAX,
             ..RecallConfig::default()
         };
         let first_ten: usize = sizes[..10].iter().sum();
-        assert_eq!(probe_count(&p, &order, 0, &cfg), (10, first_ten));
+        assert_eq!(probe_count(&p, &order, 0, (&cfg, 0.5)), (10, first_ten));
         cfg.partition_probe_max_members = sizes[0] + 1;
         assert_eq!(
-            probe_count(&p, &order, 0, &cfg),
+            probe_count(&p, &order, 0, (&cfg, 0.5)),
             (2, sizes[0] + sizes[1]),
             "the list that reaches the budget is the last one taken"
         );
         cfg.partition_probe_max_members = 0;
         assert_eq!(
-            probe_count(&p, &order, 0, &cfg),
+            probe_count(&p, &order, 0, (&cfg, 0.5)),
             (1, sizes[0]),
             "one at least"
         );
@@ -358,7 +368,7 @@ mod tests {
         let of_small: usize = order[..10].iter().map(|&l| p.members(l, 1).len()).sum();
         assert!(of_small < 1_000);
         assert_eq!(
-            probe_count(&p, &order, 1, &cfg),
+            probe_count(&p, &order, 1, (&cfg, 0.5)),
             (10, of_small),
             "a tenant below the budget reads its share"
         );

@@ -70,6 +70,7 @@ fn engine_with(
     c.rank.actor_boost = 0.0;
     c.recall.partitioned = true;
     c.recall.partition_probe_share = probe_share;
+    c.recall.calibrated_probes = false;
     // Built once every event below is written, so that the partition covers them all.
     c.recall.partition_min_vectors = 2_400;
     c.recall.exact_max_candidates = 300;
@@ -656,6 +657,7 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     // than scoring 3,000.
     c.recall.graph_min_vectors = 5_000;
     c.recall.graph_ef = 400;
+    c.recall.calibrated_graphs = false;
     c.recall.exact_max_candidates = 300;
     c.rank.lexical_share = 0.0;
     c.rank.short_lexical_share = 0.0;
@@ -912,6 +914,7 @@ async fn a_narrow_scope_of_a_graphed_tenant_is_walked_within_its_ids() {
         c.recall.partitioned = false;
         c.recall.graph_min_vectors = 2_500;
         c.recall.graph_ef = 16;
+        c.recall.calibrated_graphs = false;
         c.recall.exact_max_candidates = 200;
     });
     let mut rng = StdRng::seed_from_u64(43);

@@ -32,6 +32,7 @@
 //!   [`VectorError::Corrupt`] so the caller can rebuild from the log.
 
 mod bitset;
+pub mod calibrate;
 mod exact;
 mod hnsw;
 mod partition;

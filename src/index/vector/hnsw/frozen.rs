@@ -159,6 +159,12 @@ impl FrozenGraph {
         graph
     }
 
+    /// The node searches start from.
+    #[cfg(test)]
+    pub(super) fn entry_node(&self) -> Option<u32> {
+        self.entry.map(|(node, _)| node)
+    }
+
     /// The internal id of each point, in node order.
     pub fn ids(&self) -> &[u32] {
         &self.ids
@@ -217,7 +223,26 @@ impl FrozenGraph {
         ef: usize,
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let Some(mut walk) = self.walk(query, (k, ef), |n| allow(self.ids[n as usize])) else {
+        self.search_skipping(query, (k, ef), None, |n| allow(self.ids[n as usize]))
+    }
+
+    /// [`FrozenGraph::search`] as if node `out` were not in the graph: the walk never
+    /// measures, keeps or passes through it. A search for a point's own vector with its node
+    /// held out stands in for a query the graph was not built around (its own node and links
+    /// would lead a search straight to its neighbours), which is how calibration measures a
+    /// width ([`super::super::calibrate`]).
+    pub fn search_held_out(&self, query: &[f32], k: usize, ef: usize, out: u32) -> Vec<(u32, f32)> {
+        self.search_skipping(query, (k, ef), Some(out), |_| true)
+    }
+
+    fn search_skipping(
+        &self,
+        query: &[f32],
+        (k, ef): (usize, usize),
+        skip: Option<u32>,
+        allow: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let Some(mut walk) = self.walk(query, (k, ef), skip, &allow) else {
             return Vec::new();
         };
         let mut fresh = Fresh::default();
@@ -230,7 +255,7 @@ impl FrozenGraph {
             }
             self.measure(query, &mut fresh);
             for near in fresh.nears() {
-                walk.consider(near, || allow(self.ids[near.node as usize]));
+                walk.consider(near, || allow(near.node));
             }
         }
         self.hits(walk, k)
@@ -258,13 +283,38 @@ impl FrozenGraph {
     pub fn search_within_nodes(
         &self,
         query: &[f32],
-        (k, ef, fanout): (usize, usize, usize),
+        width: (usize, usize, usize),
         allow: impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let Some(mut walk) = self.walk(query, (k, ef), &allow) else {
+        self.within_skipping(query, width, None, allow)
+    }
+
+    /// [`FrozenGraph::search_within_nodes`] as if node `out` were not in the graph (see
+    /// [`FrozenGraph::search_held_out`]).
+    pub fn search_within_held_out(
+        &self,
+        query: &[f32],
+        width: (usize, usize, usize),
+        out: u32,
+        allow: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        self.within_skipping(query, width, Some(out), allow)
+    }
+
+    fn within_skipping(
+        &self,
+        query: &[f32],
+        (k, ef, fanout): (usize, usize, usize),
+        skip: Option<u32>,
+        allow: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let Some(mut walk) = self.walk(query, (k, ef), skip, &allow) else {
             return Vec::new();
         };
         let mut bridged = vec![0u64; self.ids.len().div_ceil(64)];
+        if let Some(out) = skip {
+            mark(&mut bridged, out);
+        }
         let mut bridges: Vec<u32> = Vec::with_capacity(64);
         let mut fresh = Fresh::default();
         // Takes in-scope `next` (its distance measured below); true once `fanout` were
@@ -357,10 +407,13 @@ impl FrozenGraph {
     /// A layer-0 walk from the point the greedy descent through the upper layers reaches
     /// (among the best if `allow` accepts its node), or `None` when there is nothing to
     /// search.
+    /// `skip`: a node the walk treats as absent (never measured, kept or expanded; an
+    /// entry point it is stands in only until the descent leaves it).
     fn walk(
         &self,
         query: &[f32],
         (k, ef): (usize, usize),
+        skip: Option<u32>,
         allow: impl Fn(u32) -> bool,
     ) -> Option<Walk> {
         let (entry, top) = self.entry?;
@@ -368,11 +421,18 @@ impl FrozenGraph {
             return None;
         }
         let mut cur = self.near(query, entry);
+        if skip == Some(entry) {
+            // Held out: no nearer than any other point, so the descent moves on from it.
+            cur.dist = f32::INFINITY;
+        }
         for layer in (1..=top.min(self.upper.len())).rev() {
             let links = &self.upper[layer - 1];
             loop {
                 let mut moved = false;
                 for &next in links.get(&cur.node).map_or(&[][..], |l| &l[..]) {
+                    if skip == Some(next) {
+                        continue;
+                    }
                     let near = self.near(query, next);
                     if near < cur {
                         cur = near;
@@ -391,10 +451,19 @@ impl FrozenGraph {
             frontier: BinaryHeap::with_capacity(ef * 2),
             best: BinaryHeap::with_capacity(ef + 1),
         };
-        walk.visit(cur.node);
-        walk.frontier.push(Reverse(cur));
-        if allow(cur.node) {
-            walk.best.push(cur);
+        if let Some(out) = skip {
+            walk.visit(out);
+        }
+        if skip == Some(cur.node) {
+            // The held-out entry never left (a graph of one layer-0 neighbourhood): expand
+            // it, but keep nothing of it.
+            walk.frontier.push(Reverse(cur));
+        } else {
+            walk.visit(cur.node);
+            walk.frontier.push(Reverse(cur));
+            if allow(cur.node) {
+                walk.best.push(cur);
+            }
         }
         Some(walk)
     }

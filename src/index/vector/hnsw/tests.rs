@@ -434,3 +434,36 @@ fn parse_current_rejects_junk() {
         assert!(parse_current(junk.as_bytes()).is_none(), "{junk}");
     }
 }
+
+#[test]
+fn a_held_out_node_is_never_measured_kept_or_passed_through() {
+    let f = fixture();
+    let frozen = f.index.freeze();
+    let all: Vec<u32> = (0..N as u32).collect();
+    let mut found = 0;
+    for node in (0..N as u32).step_by(250) {
+        let id = frozen.ids()[node as usize];
+        let v = f.store.get(id).expect("stored");
+        // The point's own vector finds the point itself first.
+        assert_eq!(frozen.search(&v, 10, 64)[0].0, id);
+        let plain = frozen.search_held_out(&v, 64, 64, node);
+        assert_eq!(plain.len(), 64);
+        assert!(plain.iter().all(|(d, _)| *d != id), "held out");
+        let within = frozen.search_within_held_out(&v, (64, 64, 32), node, |_| true);
+        assert!(within.iter().all(|(d, _)| *d != id), "held out of the walk");
+        let others: Vec<u32> = all.iter().copied().filter(|&d| d != id).collect();
+        let truth = exact_top(&f.store, &v, &others, 10);
+        found += truth
+            .iter()
+            .filter(|t| plain.iter().any(|(d, _)| d == *t))
+            .count();
+    }
+    // Its neighbours are still found without it: 20 points, 10 neighbours each.
+    assert!(found >= 180, "{found} of 200");
+    // The entry point itself held out: the descent moves on from it.
+    let entry = frozen.entry_node().expect("an entry");
+    let v = f.store.get(frozen.ids()[entry as usize]).expect("stored");
+    let hits = frozen.search_held_out(&v, 10, 64, entry);
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|(d, _)| *d != frozen.ids()[entry as usize]));
+}
