@@ -23,6 +23,10 @@ pub const PARTITION_NS_PER_MEMBER: u64 = 200;
 /// actor+project 1% row spends 1.13 ms on 10,000 ids.
 pub const PARTITION_NS_PER_ID: u64 = 110;
 
+/// CPU per in-scope id read by id when the ids were listed already (to count the scope):
+/// its list looked up, and its head read only when that list is probed.
+pub const PARTITION_NS_PER_LISTED_ID: u64 = 10;
+
 /// CPU per partition list to order the lists by the query (one 384-d dot product each).
 pub const PARTITION_NS_PER_LIST: u64 = 60;
 
@@ -63,6 +67,14 @@ pub fn partition_ns(lists: usize, probed_members: usize, candidates: usize, by_i
         probed_members as u64 * PARTITION_NS_PER_MEMBER
     };
     lists as u64 * PARTITION_NS_PER_LIST + read
+}
+
+/// Whether a probe whose scope's `candidates` ids are listed already reads them by id
+/// rather than reading `probed_members` from the lists, and what it then costs.
+pub fn listed_by_id(lists: usize, probed_members: usize, candidates: usize) -> Option<u64> {
+    let by_id = candidates as u64 * PARTITION_NS_PER_LISTED_ID;
+    (by_id <= probed_members as u64 * PARTITION_NS_PER_MEMBER)
+        .then_some(lists as u64 * PARTITION_NS_PER_LIST + by_id)
 }
 
 /// A tenant graph search's expected CPU at width `ef` for a scope that is `share` of its
@@ -116,6 +128,20 @@ mod tests {
         // Read by id, a probe skips the heads outside its lists: pays at any size.
         let probe = partition_ns(16, 0, 5_000, true);
         assert!(partition_pays(5_000, probe));
+    }
+
+    #[test]
+    fn listed_ids_are_read_by_id_while_that_reads_less_than_the_lists() {
+        // The single-tenant 1M grid's 1% row: 10,000 ids listed to count the scope, against
+        // about 14,000 members of the probed lists.
+        let cost = listed_by_id(500, 14_000, 10_000).expect("by id");
+        assert!(cost < partition_ns(500, 14_000, 10_000, false));
+        assert!(
+            cost < partition_ns(500, 0, 10_000, true),
+            "cheaper than listing them"
+        );
+        // Half a million listed ids against the same lists: the lists.
+        assert_eq!(listed_by_id(500, 14_000, 500_000), None);
     }
 
     #[test]

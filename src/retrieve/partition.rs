@@ -35,12 +35,14 @@ pub(super) const PARTITION_LEXICAL_DEPTH: usize = 4;
 pub(super) const PARTITION_BY_ID_DIVISOR: usize = 4;
 
 /// The visible in-scope heads among the members of the partition lists nearest `query`
-/// (the nearest `partition_probe_share` of them, fewer past the member budget: see
-/// [`probe_count`]), among the ids the partition does not
+/// (the nearest share of them measured for the scope's size ([`probe_share`]), fewer past
+/// the member budget: see [`probe_count`]), among the ids the partition does not
 /// cover, and, when `lexical` is given (BM25 has a share of the ranking), among the scope's
 /// [`PARTITION_LEXICAL_DEPTH`]·k best BM25 matches, in id order. A scope that is a large
 /// part of its tenant is read from the probed lists' members, more lists while fewer than
-/// `k` were found; a narrower one from the index's ids, those in a probed list kept.
+/// `k` were found; a narrower one from the index's ids, those in a probed list kept, and so
+/// is one whose ids were listed already to count it, while looking each up costs less than
+/// reading the lists ([`cost::listed_by_id`]).
 /// `None` (the caller takes the exact path) unless partitioned recall is on, a partition
 /// is built, heads can decide the filter, the index counts more than
 /// `exact_max_candidates` events in scope and the probe is expected to cost less than
@@ -85,8 +87,15 @@ pub(super) fn partition_scope(
         return Ok(None);
     }
     let (probes, probed_members) = probe_count(partition, &order, scope.tenant, (cfg, share));
-    let read_by_id = count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members;
-    let probe_cost = cost::partition_ns(order.len(), probed_members, count, read_by_id);
+    // Ids listed already (to count the scope) cost little more than their list's look-up.
+    let listed = in_scope
+        .ids
+        .get()
+        .and_then(|_| cost::listed_by_id(order.len(), probed_members, count));
+    let read_by_id =
+        listed.is_some() || count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members;
+    let probe_cost = listed
+        .unwrap_or_else(|| cost::partition_ns(order.len(), probed_members, count, read_by_id));
     if !cost::partition_pays(count, probe_cost) || ceiling_ns.is_some_and(|c| probe_cost >= c) {
         return Ok(None);
     }
