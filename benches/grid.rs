@@ -36,10 +36,11 @@
 //! `GRID_PARTITION_MIN_VECTORS`, `GRID_APPROXIMATE=1` (also allow the opt-in global HNSW path),
 //! `GRID_EXACT_MAX_CANDIDATES` / `GRID_HNSW_MIN_FRACTION` / `GRID_HNSW_OVERSAMPLE` (its path
 //! selection), `GRID_CODE_MIN` (candidates from which scores are first bounded from the
-//! 8-bit vector codes; a huge value turns the bounding off), `GRID_PROBE_SHARE` (the share
-//! of partition lists probed), `GRID_PROBE_MAX_MEMBERS` (the tenant members after which a
+//! 8-bit vector codes; a huge value turns the bounding off), `GRID_PROBE_SHARE` (a fixed share
+//! of partition lists probed, in place of the measured one), `GRID_PROBE_MAX_MEMBERS` (the tenant members after which a
 //! probe takes no further lists), `GRID_GRAPHS=0` (no per-tenant graphs),
-//! `GRID_GRAPH_MIN_VECTORS`, `GRID_GRAPH_EF` and `GRID_GRAPH_MIN_SHARE` (their knobs).
+//! `GRID_GRAPH_MIN_VECTORS`, `GRID_GRAPH_EF` (a fixed width in place of the
+//! measured ones) and `GRID_GRAPH_MIN_SHARE` (their knobs).
 //!
 //! Files in `$GRID_DIR/n<N>/` (`n<N>-largest<pct>/` with `GRID_LARGEST`, `-t<T>` with `GRID_TENANTS`): `vectors.f32`
 //! (N×384 little-endian f32), `attrs.u16` (N×4 u16: tenant, actor, type, project),
