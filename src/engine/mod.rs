@@ -224,6 +224,12 @@ pub struct EngineStats {
     pub graphs_upto: usize,
     /// Points of the tenant graphs read back from disk at the start, instead of built.
     pub graphs_read_back: usize,
+    /// Tenant graphs whose search widths were measured, and how many of those no width
+    /// reached the recall target for (never searched plainly).
+    pub graphs_measured: (usize, usize),
+    /// Scope densities at which the partition's probe share was measured (0: none, so every
+    /// probe reads `partition_probe_share`).
+    pub probe_densities_measured: usize,
 }
 
 /// The engine handle; cheap to clone.
@@ -296,6 +302,13 @@ impl Engine {
             graph_points: graphs.points(),
             graphs_upto: graphs.upto() as usize,
             graphs_read_back: self.shared.graph_disk.loaded(),
+            graphs_measured: graphs.measured(),
+            probe_densities_measured: self
+                .shared
+                .partition
+                .load()
+                .as_ref()
+                .map_or(0, |p| p.curve().buckets().len()),
         }
     }
 

@@ -82,6 +82,12 @@ impl TenantGraphs {
         self.tunings.get(&tenant)
     }
 
+    /// Graphs whose widths were measured, and how many of those no width sufficed for.
+    pub fn measured(&self) -> (usize, usize) {
+        let unsearched = self.tunings.values().filter(|t| t.plain.is_none()).count();
+        (self.tunings.len(), unsearched)
+    }
+
     /// The vectors of `tenant` among ids below [`Self::upto`].
     pub fn count(&self, tenant: u32) -> usize {
         self.counts.get(&tenant).copied().unwrap_or(0) as usize

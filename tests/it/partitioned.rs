@@ -563,6 +563,56 @@ async fn by_default_the_planner_builds_partitions_and_takes_them_only_where_they
     let x = e.recall_with_vector(&solo, &forced, &v).expect("recall");
     assert_eq!((x.stats.path, x.stats.exact), (VectorPath::Exact, true));
     assert_eq!(x.stats.candidates, 3_000);
+    // The probe read the share of lists measured on the partition's own vectors: the
+    // tenant whole and half of it, each at least the 1,024 events measured.
+    assert_eq!(e.stats().probe_densities_measured, 2, "{:?}", e.stats());
+}
+
+/// By default a probe reads the share of lists measured on the partition's own vectors:
+/// for acme's whole tenant (1,600 events, the only scope size measured here) that share
+/// finds the exact top 10 as well as the fixed probes of the test above, and a scope sparser
+/// than anything measured (one actor, 400 events, a fifth of the density) reads the fixed
+/// `partition_probe_share`.
+#[tokio::test]
+async fn a_probe_reads_the_share_of_lists_measured_on_its_own_partition() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = engine_with(dir.path(), false, 1.0, |c| {
+        c.recall.calibrated_probes = true;
+    });
+    let mut rng = StdRng::seed_from_u64(29);
+    let centres = centres(&mut rng);
+    let written = corpus(&e, &mut rng, &centres).await;
+    assert!(e.stats().probe_densities_measured >= 1, "{:?}", e.stats());
+    let acme = TenantGrant::internal("acme", "test");
+    let mut found = 0;
+    let mut read = 0;
+    for q in 0..20 {
+        let v = near(&mut rng, &centres[q % centres.len()]);
+        let r = e
+            .recall_with_vector(&acme, &request(Scope::default()), &v)
+            .expect("recall");
+        assert_eq!(r.stats.path, VectorPath::Partition, "query {q}");
+        read += r.stats.candidates;
+        let want = truth(&written, &v, "acme", None);
+        found += summaries(&r).iter().filter(|s| want.contains(s)).count();
+    }
+    assert!(found >= 190, "recall@10 at the measured share: {found}/200");
+    // Fewer than all of acme's events: the measured share is under the fixed one (all).
+    assert!(read < 20 * 1_600, "{read} candidates read");
+    // Sparser than measured: the fixed share, every list, so every one of a1's events.
+    let one = Scope {
+        actor_ids: vec!["a1".into()],
+        ..Scope::default()
+    };
+    let v = near(&mut rng, &centres[0]);
+    let r = e
+        .recall_with_vector(&acme, &request(one.clone()), &v)
+        .expect("recall");
+    let mut forced = request(one);
+    forced.exact = true;
+    let x = e.recall_with_vector(&acme, &forced, &v).expect("recall");
+    assert_eq!(r.stats.path, VectorPath::Partition);
+    assert_eq!(r.stats.candidates, x.stats.candidates, "every list read");
 }
 
 /// A reader's grant on `tenant` limited to `actor`'s events.
@@ -850,6 +900,11 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
     let queries: Vec<Vec<f32>> = centres.iter().take(4).map(|c| near(&mut rng, c)).collect();
     let found = graph_found(&e, &big, &queries);
     assert!(found >= 36, "recall@10 of the built graph: {found}/40");
+    assert_eq!(
+        built.graphs_measured,
+        (1, 0),
+        "searched at its measured width"
+    );
     // Written after the save, fewer than a batch: no update saves them.
     let later = unit((0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect());
     write_near(&e, &big, (&mut rng, &later), 10_000..10_200, &["a1"]).await;
@@ -866,6 +921,11 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
     assert_eq!(
         stats.graph_points, 3_200,
         "extended by what was written after the save"
+    );
+    assert_eq!(
+        stats.graphs_measured,
+        (1, 0),
+        "measured again when read back"
     );
     e.refresh().await.expect("refresh");
     let found = graph_found(&e, &big, &queries);
