@@ -236,6 +236,8 @@ pub struct EngineGauges {
     pub tenant_graphs: usize,
     /// Points held by the tenant graphs.
     pub tenant_graph_points: usize,
+    /// Tenant graphs for which no measured width reached the recall target (not searched).
+    pub tenant_graphs_unsearched: usize,
     /// Whether the scope index is behind the log after a failed commit.
     pub scope_degraded: bool,
     /// Bytes on disk by store (`log`, `audit`, `scope_index`, `hnsw_index`).
@@ -271,6 +273,12 @@ fn engine_gauges(g: &EngineGauges) -> String {
         "episodic_tenant_graph_points",
         "points held by the tenant graphs",
         g.tenant_graph_points as f64,
+    );
+    gauge(
+        &mut s,
+        "episodic_tenant_graphs_unsearched",
+        "tenant graphs where no search width was measured to reach recall@10 of 0.995 (their scopes go to the partition lists or are scored exactly)",
+        g.tenant_graphs_unsearched as f64,
     );
     gauge(
         &mut s,

@@ -15,6 +15,7 @@ impl Engine {
             hnsw_vectors: stats.hnsw_len,
             tenant_graphs: stats.tenant_graphs,
             tenant_graph_points: stats.graph_points,
+            tenant_graphs_unsearched: stats.graphs_measured.1,
             scope_degraded: self.scope_health().degraded().is_some(),
             storage: vec![
                 ("log", parent(&paths.log)),

@@ -271,6 +271,7 @@ async fn metrics_report_requests_stages_decisions_and_sizes() {
         "episodic_write_queue_depth",
         "episodic_storage_bytes{store=\"log\"}",
         "episodic_events ",
+        "episodic_tenant_graphs_unsearched 0",
     ] {
         assert!(text.contains(needle), "missing {needle}");
     }
