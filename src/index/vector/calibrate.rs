@@ -199,13 +199,22 @@ impl ProbeCurve {
     /// (`u32::MAX`: none). Empty when no tenant holds [`MIN_SCOPE`] partitioned events.
     pub fn measure(store: &VectorStore, partition: &Partition, tenants: &[u32]) -> ProbeCurve {
         let upto = (partition.upto() as usize).min(tenants.len());
-        let mut by_tenant: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (d, &t) in tenants[..upto].iter().enumerate() {
-            if t != u32::MAX && partition.list_of(d as u32).is_some() {
-                by_tenant.entry(t).or_default().push(d as u32);
+        let listed = |d: usize| tenants[d] != u32::MAX && partition.list_of(d as u32).is_some();
+        // Counted first, so that only tenants large enough to measure have their ids kept.
+        let mut counts: HashMap<u32, usize> = HashMap::new();
+        for d in (0..upto).filter(|&d| listed(d)) {
+            *counts.entry(tenants[d]).or_default() += 1;
+        }
+        let mut by_tenant: HashMap<u32, Vec<u32>> = counts
+            .iter()
+            .filter(|(_, &n)| n >= MIN_SCOPE)
+            .map(|(&t, &n)| (t, Vec::with_capacity(n)))
+            .collect();
+        for d in (0..upto).filter(|&d| listed(d)) {
+            if let Some(ids) = by_tenant.get_mut(&tenants[d]) {
+                ids.push(d as u32);
             }
         }
-        by_tenant.retain(|_, ids| ids.len() >= MIN_SCOPE);
         let total: usize = tenants[..upto].iter().filter(|&&t| t != u32::MAX).count();
         let mut pool: Vec<u32> = by_tenant.values().flatten().copied().collect();
         pool.sort_unstable();
