@@ -185,7 +185,7 @@ fn read_back(shared: &Shared, epoch: u64) -> Result<(), VectorError> {
         graphs.insert(number, Arc::new(r.graph));
     }
     let keys = keyed(shared, &TenantGraphs::default(), &frozen);
-    let tunings = tuned(&vectors, &TenantGraphs::default(), &frozen);
+    let tunings = tuned(shared, &vectors, &TenantGraphs::default(), &frozen);
     let set = TenantGraphs::new(upto, counts, graphs, frozen, (keys, tunings));
     let current = shared.graph_epoch.lock();
     if *current == epoch && shared.graphs.load().upto() == 0 {
@@ -327,7 +327,7 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
         }
     }
     let keys = keyed(shared, &current, &frozen);
-    let tunings = tuned(&vectors, &current, &frozen);
+    let tunings = tuned(shared, &vectors, &current, &frozen);
     Ok((
         TenantGraphs::new(upto, counts, graphs, frozen, (keys, tunings)),
         newcomers.len(),
@@ -357,12 +357,17 @@ fn keyed(
 
 /// The widths each copy in `frozen` needs ([`GraphTuning`]): `current`'s measure while the
 /// graph has grown by less than a [`RETUNE_GROWTH_DIVISOR`]th since it was taken, a new one
-/// for the others (recall at a given width falls only slowly as a graph grows).
+/// for the others (recall at a given width falls only slowly as a graph grows); none when
+/// a fixed width is set, which recall then uses.
 fn tuned(
+    shared: &Shared,
     vectors: &VectorStore,
     current: &TenantGraphs,
     frozen: &HashMap<u32, Arc<FrozenGraph>>,
 ) -> HashMap<u32, GraphTuning> {
+    if !shared.measure_graphs {
+        return HashMap::new();
+    }
     frozen
         .iter()
         .map(|(&tenant, copy)| {

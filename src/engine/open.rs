@@ -102,6 +102,7 @@ pub(super) fn open(
             .recall
             .graphs
             .then_some(config.recall.graph_min_vectors),
+        measure_graphs: config.recall.calibrated_graphs,
         graph_building: std::sync::atomic::AtomicBool::new(false),
         graph_epoch: Default::default(),
         graph_disk: Default::default(),

@@ -96,6 +96,8 @@ pub struct Shared {
     pub graphs: ArcSwap<TenantGraphs>,
     /// With graph recall on, the tenant size from which a tenant gets a graph.
     pub graph_min_vectors: Option<usize>,
+    /// Whether each graph's search widths are measured (off when a fixed width is set).
+    pub measure_graphs: bool,
     /// Whether a graph update is running.
     pub graph_building: AtomicBool,
     /// Bumped by every reset of the graphs (compaction): an update that started before it

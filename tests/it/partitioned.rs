@@ -747,6 +747,11 @@ async fn a_large_tenant_gets_its_own_graph_and_the_planner_takes_it_for_broad_sc
     let stats = e.stats();
     assert_eq!(stats.tenant_graphs, 1, "only the large tenant has a graph");
     assert!(stats.graph_points >= 5_000, "{stats:?}");
+    assert_eq!(
+        stats.graphs_measured,
+        (0, 0),
+        "a fixed width: nothing measured"
+    );
 
     let exact_of = |scope: Scope, v: &[f32]| {
         let mut forced = request(scope);
