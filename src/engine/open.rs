@@ -103,6 +103,7 @@ pub(super) fn open(
             .graphs
             .then_some(config.recall.graph_min_vectors),
         measure_graphs: config.recall.calibrated_graphs,
+        measure_probes: config.recall.calibrated_probes,
         graph_building: std::sync::atomic::AtomicBool::new(false),
         graph_epoch: Default::default(),
         graph_disk: Default::default(),

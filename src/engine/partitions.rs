@@ -48,7 +48,7 @@ pub(crate) fn maybe_rebuild(shared: &Arc<Shared>) {
         let copy = shared.table.read().watched_heads();
         let vectors = shared.vectors.load_full();
         let lists = Partition::lists_for(copy.0.len());
-        if let Some(p) = Partitioned::build(&vectors, copy, lists) {
+        if let Some(p) = Partitioned::build(&vectors, copy, (lists, shared.measure_probes)) {
             // A build that started before a compaction holds what the purge removed.
             let current = shared.partition_epoch.lock();
             if *current == epoch {

@@ -98,6 +98,8 @@ pub struct Shared {
     pub graph_min_vectors: Option<usize>,
     /// Whether each graph's search widths are measured (off when a fixed width is set).
     pub measure_graphs: bool,
+    /// Whether each partition's probe shares are measured (off when a fixed share is set).
+    pub measure_probes: bool,
     /// Whether a graph update is running.
     pub graph_building: AtomicBool,
     /// Bumped by every reset of the graphs (compaction): an update that started before it

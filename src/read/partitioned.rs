@@ -31,12 +31,14 @@ pub struct Partitioned {
 }
 
 impl Partitioned {
-    /// Partitions the vectors of the heads' live slots, keeps the lists' heads and measures
-    /// how many lists a probe needs ([`ProbeCurve`]); `None` when there are too few vectors.
+    /// Partitions the vectors of the heads' live slots, keeps the lists' heads and, with
+    /// `measure`, measures how many lists a probe needs ([`ProbeCurve`]; without it the
+    /// curve is empty and probes read the configured share); `None` when there are too few
+    /// vectors.
     pub fn build(
         vectors: &crate::index::vector::VectorStore,
         (heads, changed): (Vec<Head>, Arc<Changed>),
-        lists: usize,
+        (lists, measure): (usize, bool),
     ) -> Option<Self> {
         let tenants: Vec<u32> = heads.iter().map(|h| h.tenant).collect();
         let index = Partition::build(vectors, &tenants, lists)?;
@@ -47,7 +49,11 @@ impl Partitioned {
                 docs.iter().map(|&d| heads[d as usize]).collect()
             })
             .collect();
-        let curve = ProbeCurve::measure(vectors, &index, &tenants);
+        let curve = if measure {
+            ProbeCurve::measure(vectors, &index, &tenants)
+        } else {
+            ProbeCurve::default()
+        };
         Some(Partitioned {
             index,
             heads,
@@ -103,7 +109,7 @@ mod tests {
     #[test]
     fn a_list_reads_every_head_as_the_table_has_it_now() {
         let (mut table, vectors) = corpus(200);
-        let p = Partitioned::build(&vectors, table.watched_heads(), 16).expect("built");
+        let p = Partitioned::build(&vectors, table.watched_heads(), (16, false)).expect("built");
         let at = Timestamp::parse("2026-06-18T00:00:00Z").unwrap();
         assert!(table.mark_superseded("acme", "e0", "e1", at));
         table.delete("acme", "e7", at).expect("deleted");

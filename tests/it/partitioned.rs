@@ -189,6 +189,11 @@ async fn broad_scopes_use_the_nearest_partitions_and_stay_in_scope_fresh_and_clo
     let mut rng = StdRng::seed_from_u64(23);
     let centres = centres(&mut rng);
     let written = corpus(&e, &mut rng, &centres).await;
+    assert_eq!(
+        e.stats().probe_densities_measured,
+        0,
+        "a fixed share: nothing measured"
+    );
     let acme = TenantGrant::internal("acme", "test");
 
     let mut found = 0;

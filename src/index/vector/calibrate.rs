@@ -215,7 +215,7 @@ impl ProbeCurve {
                 ids.push(d as u32);
             }
         }
-        let total: usize = tenants[..upto].iter().filter(|&&t| t != u32::MAX).count();
+        let total: usize = counts.values().sum();
         let mut pool: Vec<u32> = by_tenant.values().flatten().copied().collect();
         pool.sort_unstable();
         let picked = sample(&pool, SAMPLE);
@@ -335,8 +335,10 @@ impl GraphTuning {
 
 /// A graph's sampled points as queries: each one's node, vector and exact neighbours.
 struct Sampled {
-    /// `(node, id, vector)`.
-    queries: Vec<(u32, u32, Vec<f32>)>,
+    /// The node of each query.
+    nodes: Vec<u32>,
+    /// `(id, vector)` of each query.
+    queries: Vec<(u32, Vec<f32>)>,
     /// `found[q][level]`: the exact neighbours of query `q` ([`nearest`]).
     found: Vec<Vec<Vec<u32>>>,
 }
@@ -346,24 +348,27 @@ impl Sampled {
     /// out of its searches) and their neighbours up to [`WITHIN_LEVEL`].
     fn of(store: &VectorStore, graph: &FrozenGraph) -> Sampled {
         let ids = graph.ids();
-        let nodes = sample(&(0..ids.len() as u32).collect::<Vec<_>>(), SAMPLE);
-        let queries: Vec<(u32, u32, Vec<f32>)> = nodes
+        let sampled = sample(&(0..ids.len() as u32).collect::<Vec<_>>(), SAMPLE);
+        let (nodes, queries): (Vec<u32>, Vec<(u32, Vec<f32>)>) = sampled
             .iter()
             .filter_map(|&n| {
                 let id = ids[n as usize];
-                store.get(id).map(|v| (n, id, v))
+                store.get(id).map(|v| (n, (id, v)))
             })
-            .collect();
-        let owned: Vec<(u32, Vec<f32>)> =
-            queries.iter().map(|(_, id, v)| (*id, v.clone())).collect();
-        let found = nearest(store, &owned, ids, WITHIN_LEVEL + 1);
-        Sampled { queries, found }
+            .unzip();
+        let found = nearest(store, &queries, ids, WITHIN_LEVEL + 1);
+        Sampled {
+            nodes,
+            queries,
+            found,
+        }
     }
 
     /// The share of the queries' neighbours at `level` that `search(query, own node)` finds.
     fn recall(&self, level: usize, search: impl Fn(&[f32], u32) -> Vec<(u32, f32)>) -> f64 {
         let (mut hit, mut all) = (0usize, 0usize);
-        for ((node, own, query), near) in self.queries.iter().zip(&self.found) {
+        let queries = self.nodes.iter().zip(&self.queries).zip(&self.found);
+        for ((node, (own, query)), near) in queries {
             let got: Vec<u32> = search(query, *node)
                 .into_iter()
                 .map(|(d, _)| d)
