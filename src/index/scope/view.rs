@@ -35,16 +35,14 @@ impl ScopeView<'_> {
     }
 
     /// Bounds on [`ScopeView::count`] read from term statistics alone (no posting list is
-    /// read), for a filter of the tenant and at most one actor, project or event-type list
-    /// (each event has at most one of each, so the terms' document frequencies add up);
-    /// `None` for any other filter. The upper bound also counts deleted documents not yet
-    /// merged away; the lower one subtracts every deleted document of the index.
+    /// read), for a filter of the tenant and at most two of its actor, project and
+    /// event-type lists (each event has at most one of each, and one pair of each two, so
+    /// the terms' document frequencies add up; two lists are read from their pair terms,
+    /// up to [`MAX_PAIR_TERMS`] of them); `None` for any other filter. The upper bound also
+    /// counts deleted documents not yet merged away; the lower one subtracts every deleted
+    /// document of the index.
     pub fn count_bounds(&self, filter: &ScopeFilter) -> Option<(usize, usize)> {
-        let lists = self.index.lists(filter);
-        let mut lists = lists.iter().filter(|(_, values)| !values.is_empty());
-        let single = lists.next();
-        let simple = lists.next().is_none()
-            && filter.resource_refs.is_empty()
+        let simple = filter.resource_refs.is_empty()
             && filter.metadata.is_empty()
             && filter.occurred_after_ms.is_none()
             && filter.occurred_before_ms.is_none();
@@ -52,14 +50,12 @@ impl ScopeView<'_> {
             return None;
         }
         let searcher = &self.searcher;
-        let upper = match single {
+        let upper = match self.counted_clause(filter)? {
             None => {
                 let tenant = Term::from_field_text(self.index.fields.tenant, &filter.tenant);
                 searcher.doc_freq(&tenant).ok()? as usize
             }
-            Some(&(field, values)) => {
-                Narrowest::list(field, &filter.tenant, values).size(searcher)?
-            }
+            Some(clause) => clause.size(searcher)?,
         };
         let deleted: usize = searcher
             .segment_readers()
@@ -67,6 +63,41 @@ impl ScopeView<'_> {
             .map(|s| s.num_deleted_docs() as usize)
             .sum();
         Some((upper.saturating_sub(deleted), upper))
+    }
+
+    /// The terms whose documents are exactly those of `filter`'s lists (its tenant's alone
+    /// when it lists nothing: `Some(None)`): one list's terms, or the pair terms of two
+    /// lists; `None` for three lists, or two with more than [`MAX_PAIR_TERMS`] pairs.
+    fn counted_clause(&self, filter: &ScopeFilter) -> Option<Option<Narrowest>> {
+        let tenant = &filter.tenant;
+        let lists = self.index.lists(filter);
+        let mut listed = lists.iter().filter(|(_, values)| !values.is_empty());
+        match (listed.next(), listed.next(), listed.next()) {
+            (None, _, _) => Some(None),
+            (Some(&(field, values)), None, _) => Some(Some(Narrowest::list(field, tenant, values))),
+            (Some(_), Some(_), None) => {
+                let pairs = [
+                    (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
+                    (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
+                    (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
+                ];
+                let (tag, first, second) = pairs
+                    .into_iter()
+                    .find(|(_, first, second)| !first.is_empty() && !second.is_empty())?;
+                (first.len() * second.len() <= MAX_PAIR_TERMS)
+                    .then(|| Some(self.pair_list(tag, tenant, first, second)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The pair terms `tag` of every value of `first` with every value of `second`.
+    fn pair_list(&self, tag: char, tenant: &str, first: &[String], second: &[String]) -> Narrowest {
+        let combined: Vec<String> = first
+            .iter()
+            .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
+            .collect();
+        Narrowest::list(self.index.fields.pair, tenant, &combined)
     }
 
     /// The clause of `filter` that the fewest documents carry (by term statistics): one of
@@ -96,12 +127,8 @@ impl ScopeView<'_> {
             if first.len() * second.len() > MAX_PAIR_TERMS {
                 continue;
             }
-            let combined: Vec<String> = first
-                .iter()
-                .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
-                .collect();
-            if !combined.is_empty() {
-                options.push(Narrowest::list(self.index.fields.pair, tenant, &combined));
+            if !first.is_empty() && !second.is_empty() {
+                options.push(self.pair_list(tag, tenant, first, second));
             }
         }
         let searcher = &self.searcher;
