@@ -94,3 +94,76 @@ fn a_new_data_dir_is_rebuilt_from_the_stream_without_embedding() {
     rt.block_on(engine.shutdown());
     conn.delete_stream(&name).expect("delete the stream");
 }
+
+/// A standby keeps the derived indexes as it follows: once it has applied a tenant large
+/// enough, it builds the vector partitions and the tenant's graph itself, so that a
+/// promoted standby answers from them at once instead of from the exact path while it
+/// builds them. (A test embedder: what is checked is the standby's upkeep, not ranking.)
+#[test]
+fn a_standby_builds_partitions_and_tenant_graphs_while_it_follows() {
+    let conn = NatsConnection::connect(&shared().urls).expect("connect");
+    let name = unique_stream("STANDBY_INDEXES");
+    let log = LogLocation::Stream {
+        conn: conn.clone(),
+        name,
+        replicas: 3,
+        lease: None,
+        generations: None,
+    };
+    const EVENTS: usize = 2_400;
+    let small = |dir: &std::path::Path, follower: bool| {
+        let mut c = config(dir, &log);
+        c.follower = follower;
+        c.recall.partition_min_vectors = 2_000;
+        c.recall.graph_min_vectors = 2_000;
+        c
+    };
+    let embedder = || Arc::new(episodic::embed::HashingEmbedder::new());
+    let rt = rt();
+    let (owner_dir, standby_dir) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let owner = Engine::open(small(owner_dir.path(), false), embedder()).expect("open the owner");
+    let standby =
+        Engine::open(small(standby_dir.path(), true), embedder()).expect("open the standby");
+    assert_eq!(
+        standby.stats().partitioned,
+        0,
+        "nothing to build at its open"
+    );
+    let grant = TenantGrant::internal("acme", "cluster-test");
+    for chunk in (0..EVENTS).collect::<Vec<_>>().chunks(200) {
+        let writes: Vec<_> = chunk
+            .iter()
+            .map(|i| {
+                let (owner, grant) = (owner.clone(), grant.clone());
+                let body = event(
+                    "user:dana",
+                    &format!("Standby upkeep {i}"),
+                    "2026-03-02T10:00:00Z",
+                );
+                rt.spawn(async move { owner.write(&grant, input(&body), false).await })
+            })
+            .collect();
+        for w in writes {
+            rt.block_on(w).expect("joined").expect("write");
+        }
+    }
+    let started = std::time::Instant::now();
+    loop {
+        rt.block_on(standby.follow()).expect("follow");
+        let stats = standby.stats();
+        if stats.events == EVENTS && stats.partitioned >= EVENTS && stats.tenant_graphs == 1 {
+            assert!(stats.graph_points >= 2_000, "{stats:?}");
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the standby built no partitions or graph: {stats:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    rt.block_on(owner.shutdown());
+    rt.block_on(standby.shutdown());
+}

@@ -2,7 +2,8 @@
 //! record as a live write applies it, and becomes the writer when promoted.
 //!
 //! Invariants: while following, the writer appends nothing to the log or the audit trail
-//! (no sweeps, no audit of its own; the node never hands a standby's engine a request); a
+//! (no sweeps, no audit of its own; the node never hands a standby's engine a request), but
+//! keeps the derived indexes (vector partitions, tenant graphs) as the owner does; a
 //! step applies the records after the last one applied, in log order, each exactly once;
 //! promotion follows to the end first (the former owner can no longer append: its lease
 //! lapsed and the stream's fence holds), then audits the records the trail lacks (a former

@@ -274,9 +274,12 @@ impl Writer {
         (erased, kept, expired)
     }
 
-    /// Periodic work: the expiry sweep, and a partition rebuild when one is due.
+    /// Periodic work: the expiry sweep (not on a standby, which appends nothing), and the
+    /// derived indexes' upkeep when due (on a standby too, so that a promoted standby
+    /// answers from its vector partitions and tenant graphs at once rather than from the
+    /// exact path while it builds them).
     pub(super) fn maintenance(&mut self) {
-        if self.last_sweep.elapsed() >= self.config.sweep_interval {
+        if !self.following && self.last_sweep.elapsed() >= self.config.sweep_interval {
             self.sweep_expired();
         }
         partitions::maybe_rebuild(&self.shared);

@@ -215,9 +215,7 @@ impl Writer {
         for cmd in batch.others {
             self.handle_other(cmd);
         }
-        if !self.following {
-            self.maintenance();
-        }
+        self.maintenance();
         let refresh_due = self.last_commit.elapsed() >= self.config.refresh_interval;
         if !batch.refreshes.is_empty() || refresh_due {
             self.commit_scope();
@@ -353,12 +351,12 @@ impl Writer {
     }
 
     fn idle(&mut self) {
+        self.maintenance();
         if self.following {
             // A standby appends nothing: no sweeps, no audit of its own.
             self.commit_scope();
             return;
         }
-        self.maintenance();
         self.commit_scope();
         self.flush_audit();
         if self.unsaved_hnsw >= self.config.hnsw_save_every {

@@ -394,13 +394,21 @@ fn count_bounds_hold_the_count_and_are_exact_without_deletions() {
     f.event_types = strings(&["commit"]);
     assert_eq!(index.view().count_bounds(&f), Some((2, 2)));
     f.project_ids = strings(&["p1"]);
-    assert_eq!(index.view().count_bounds(&f), Some((0, 0)), "two lists, by pairs");
+    assert_eq!(
+        index.view().count_bounds(&f),
+        Some((0, 0)),
+        "two lists, by pairs"
+    );
     f.project_ids = strings(&["p1", "p2", "p1"]);
     assert_eq!(index.view().count_bounds(&f), Some((1, 1)), "event 2");
     f.actor_ids = strings(&["alice", "bob"]);
     assert_eq!(index.view().count_bounds(&f), None, "three lists");
     f.event_types.clear();
-    assert_eq!(index.view().count_bounds(&f), Some((2, 2)), "events 1 and 2");
+    assert_eq!(
+        index.view().count_bounds(&f),
+        Some((2, 2)),
+        "events 1 and 2"
+    );
     f.actor_ids = (0..9).map(|i| format!("a{i}")).collect();
     assert_eq!(index.view().count_bounds(&f), None, "more pairs than read");
     f.actor_ids.clear();
