@@ -87,15 +87,17 @@ pub(super) fn partition_scope(
         return Ok(None);
     }
     let (probes, probed_members) = probe_count(partition, &order, scope.tenant, (cfg, share));
+    let tenant_events = snap.table.tenant_ids(&in_scope.filter.tenant);
+    let members = cost::Members::of(probed_members, count, tenant_events);
     // Ids listed already (to count the scope) cost little more than their list's look-up.
     let listed = in_scope
         .ids
         .get()
-        .and_then(|_| cost::listed_by_id(order.len(), probed_members, count));
+        .and_then(|_| cost::listed_by_id(order.len(), members, count));
     let read_by_id =
         listed.is_some() || count.saturating_mul(PARTITION_BY_ID_DIVISOR) <= probed_members;
-    let probe_cost = listed
-        .unwrap_or_else(|| cost::partition_ns(order.len(), probed_members, count, read_by_id));
+    let probe_cost =
+        listed.unwrap_or_else(|| cost::partition_ns(order.len(), members, count, read_by_id));
     if !cost::partition_pays(count, probe_cost) || ceiling_ns.is_some_and(|c| probe_cost >= c) {
         return Ok(None);
     }
