@@ -82,8 +82,9 @@ impl Members {
 
     /// Reading them: every one's head checked, those in scope bounded and ranked.
     fn read_ns(self) -> u64 {
+        // `in_scope` is at most 1, so `kept` is at most `probed`.
         let kept = (self.probed as f64 * self.in_scope) as u64;
-        let out = self.probed as u64 - kept.min(self.probed as u64);
+        let out = self.probed as u64 - kept;
         kept * PARTITION_NS_PER_MEMBER + out * PARTITION_NS_PER_MEMBER_READ
     }
 }

@@ -22,17 +22,22 @@ fn config(dir: &std::path::Path, log: &LogLocation) -> EngineConfig {
     config
 }
 
+/// A stream log of 3 replicas, without a lease.
+fn stream_log(conn: &NatsConnection, name: &str) -> LogLocation {
+    LogLocation::Stream {
+        conn: conn.clone(),
+        name: name.to_string(),
+        replicas: 3,
+        lease: None,
+        generations: None,
+    }
+}
+
 #[test]
 fn a_new_data_dir_is_rebuilt_from_the_stream_without_embedding() {
     let conn = NatsConnection::connect(&shared().urls).expect("connect");
     let name = unique_stream("ENGINE");
-    let log = LogLocation::Stream {
-        conn: conn.clone(),
-        name: name.clone(),
-        replicas: 3,
-        lease: None,
-        generations: None,
-    };
+    let log = stream_log(&conn, &name);
     let grant = TenantGrant::internal("acme", "cluster-test");
     let rt = rt();
     let summaries = [
@@ -103,13 +108,7 @@ fn a_new_data_dir_is_rebuilt_from_the_stream_without_embedding() {
 fn a_standby_builds_partitions_and_tenant_graphs_while_it_follows() {
     let conn = NatsConnection::connect(&shared().urls).expect("connect");
     let name = unique_stream("STANDBY_INDEXES");
-    let log = LogLocation::Stream {
-        conn: conn.clone(),
-        name,
-        replicas: 3,
-        lease: None,
-        generations: None,
-    };
+    let log = stream_log(&conn, &name);
     const EVENTS: usize = 2_400;
     let small = |dir: &std::path::Path, follower: bool| {
         let mut c = config(dir, &log);

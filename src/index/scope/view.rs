@@ -75,29 +75,32 @@ impl ScopeView<'_> {
         match (listed.next(), listed.next(), listed.next()) {
             (None, _, _) => Some(None),
             (Some(&(field, values)), None, _) => Some(Some(Narrowest::list(field, tenant, values))),
-            (Some(_), Some(_), None) => {
-                let pairs = [
-                    (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
-                    (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
-                    (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
-                ];
-                let (tag, first, second) = pairs
-                    .into_iter()
-                    .find(|(_, first, second)| !first.is_empty() && !second.is_empty())?;
-                (first.len() * second.len() <= MAX_PAIR_TERMS)
-                    .then(|| Some(self.pair_list(tag, tenant, first, second)))
-            }
+            // The one pair of the two lists.
+            (Some(_), Some(_), None) => pairs(filter)
+                .into_iter()
+                .find_map(|(tag, first, second)| self.pair_list(tag, tenant, first, second))
+                .map(Some),
             _ => None,
         }
     }
 
-    /// The pair terms `tag` of every value of `first` with every value of `second`.
-    fn pair_list(&self, tag: char, tenant: &str, first: &[String], second: &[String]) -> Narrowest {
+    /// The pair terms `tag` of every value of `first` with every value of `second`; `None`
+    /// when either lists nothing or they make more than [`MAX_PAIR_TERMS`] pairs.
+    fn pair_list(
+        &self,
+        tag: char,
+        tenant: &str,
+        first: &[String],
+        second: &[String],
+    ) -> Option<Narrowest> {
+        if first.is_empty() || second.is_empty() || first.len() * second.len() > MAX_PAIR_TERMS {
+            return None;
+        }
         let combined: Vec<String> = first
             .iter()
             .flat_map(|a| second.iter().map(move |b| pair(tag, a, b)))
             .collect();
-        Narrowest::list(self.index.fields.pair, tenant, &combined)
+        Some(Narrowest::list(self.index.fields.pair, tenant, &combined))
     }
 
     /// The clause of `filter` that the fewest documents carry (by term statistics): one of
@@ -118,19 +121,11 @@ impl ScopeView<'_> {
         let mut options: Vec<Narrowest> = lists
             .map(|&(field, values)| Narrowest::list(field, tenant, values))
             .collect();
-        let pairs = [
-            (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
-            (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
-            (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
-        ];
-        for (tag, first, second) in pairs {
-            if first.len() * second.len() > MAX_PAIR_TERMS {
-                continue;
-            }
-            if !first.is_empty() && !second.is_empty() {
-                options.push(self.pair_list(tag, tenant, first, second));
-            }
-        }
+        options.extend(
+            pairs(filter)
+                .into_iter()
+                .filter_map(|(tag, first, second)| self.pair_list(tag, tenant, first, second)),
+        );
         let searcher = &self.searcher;
         options
             .into_iter()
@@ -346,4 +341,13 @@ pub(super) fn any_of(terms: Vec<Term>, option: IndexRecordOption) -> Box<dyn Que
         })
         .collect();
     Box::new(BooleanQuery::new(clauses))
+}
+
+/// A filter's lists two by two, each with the tag of its pair terms.
+fn pairs(filter: &ScopeFilter) -> [(char, &[String], &[String]); 3] {
+    [
+        (ACTOR_TYPE, &filter.actor_ids, &filter.event_types),
+        (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
+        (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
+    ]
 }
