@@ -580,14 +580,14 @@ impl Engine {
         now: Timestamp,
     ) -> Result<RecallResponse, Error> {
         let query = normalized(query_vector.to_vec(), self.embedder().dim())?;
+        let snap = self.shared.snapshot();
+        if snap.vectors.dim() != query.len() {
+            // A re-embedding switched to a model of another dimension meanwhile.
+            return Err(Error::BadVector {
+                dim: snap.vectors.dim(),
+            });
+        }
         let run = || {
-            let snap = self.shared.snapshot();
-            if snap.vectors.dim() != query.len() {
-                // A re-embedding switched to a model of another dimension meanwhile.
-                return Err(Error::BadVector {
-                    dim: snap.vectors.dim(),
-                });
-            }
             let read = QueryRead::new(&snap.table, grant, &req.query, rank);
             let reading = Reading {
                 snap: &snap,
@@ -598,15 +598,15 @@ impl Engine {
             crate::retrieve::recall(&reading, &self.config.recall, rank, grant, req)
                 .map_err(Error::from)
         };
-        // A small tenant's recall has nothing to split among threads (every parallel section
-        // stays on one below thousands of candidates): it runs on the calling thread, which
-        // spares waking a pool thread and waiting for it, most of such a recall's time. Any
+        // A recall whose scope is surely small has nothing to split among threads (every
+        // parallel section stays on one below `ALONE_MAX_CANDIDATES`): it runs on the calling
+        // thread, which spares waking a pool thread and waiting for it, most of such a
+        // recall's time (a scope that matches nothing answers in a few microseconds). Any
         // other runs on the engine's pool, as the async recall does: the caller waits once,
         // and the scoring's parallel sections split work among pool threads instead of each
         // one waking another pool from outside it.
-        let small = self.shared.table.read().tenant_ids(grant.tenant())
-            <= crate::retrieve::SMALL_TENANT_IDS;
-        if small {
+        let filter = crate::retrieve::scope_filter(grant.tenant(), &req.scope);
+        if crate::retrieve::surely_small(&snap, &filter) {
             run()
         } else {
             self.cpu.install(run)

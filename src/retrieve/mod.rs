@@ -51,7 +51,9 @@ pub use partition::{PARTITION_PROBE_MAX_MEMBERS, PARTITION_PROBE_SHARE};
 pub use plan::VectorPath;
 pub use query::QueryRead;
 pub use respond::{Hit, RecallResponse, RecallStats};
-pub use scope::{candidates, scope_filter, SearchError, SMALL_TENANT_IDS};
+pub use scope::{
+    candidates, scope_filter, surely_small, SearchError, ALONE_MAX_CANDIDATES, SMALL_TENANT_IDS,
+};
 pub use timeline::{timeline, TimelinePage};
 
 use crate::auth::TenantGrant;

@@ -77,6 +77,26 @@ fn small_tenant<'t>(
 /// the scope index, whose fixed cost per segment dominates a tiny tenant's recall.
 pub const SMALL_TENANT_IDS: usize = 256;
 
+/// Whether a recall of `filter` surely reads at most [`ALONE_MAX_CANDIDATES`] in-scope ids,
+/// judged without listing any: the filter can match nothing in the table, or its tenant is
+/// small ([`SMALL_TENANT_IDS`]), or term statistics bound its committed ids and, with every
+/// fresh id counted as in scope, the sum stays within the bound. `false` when unsure.
+pub fn surely_small(snap: &Snapshot<'_>, filter: &ScopeFilter) -> bool {
+    let table: &Table = &snap.table;
+    if !table.may_match(filter) || table.tenant_ids(&filter.tenant) <= SMALL_TENANT_IDS {
+        return true;
+    }
+    let fresh = (table.next_doc() as usize).saturating_sub(snap.watermark);
+    snap.scope
+        .count_bounds(filter)
+        .is_some_and(|(_, upper)| upper + fresh <= ALONE_MAX_CANDIDATES)
+}
+
+/// A scope of at most this many ids has no parallel section to split: every parallel loop of
+/// a recall hands each task at least this many ([`super::stale::STALE_CHUNK`], the smallest
+/// chunk), so such a recall runs on one thread whichever thread it starts on.
+pub const ALONE_MAX_CANDIDATES: usize = super::stale::STALE_CHUNK;
+
 /// [`candidates`] from the scope index and the fresh tail, whatever the tenant's size.
 fn indexed(
     snap: &Snapshot<'_>,
@@ -362,6 +382,55 @@ mod tests {
             docs(&limited(&["ann"])),
             vec![0],
             "actor and privacy ceiling"
+        );
+    }
+
+    #[test]
+    fn a_scope_is_surely_small_only_when_counted_within_the_bound_fresh_ids_included() {
+        let mut w = World::new(SubjectRule::OFF);
+        for i in 0..=ALONE_MAX_CANDIDATES {
+            w.add(
+                ev(&format!("a{i}"), "ann", "s1", AT, "ann"),
+                [1.0, 0.0, 0.0, 0.0],
+            );
+        }
+        for i in 0..10 {
+            w.add(
+                ev(&format!("b{i}"), "bob", "s1", AT, "bob"),
+                [0.0, 1.0, 0.0, 0.0],
+            );
+        }
+        let mut other = ev("x", "ann", "s1", AT, "other tenant");
+        other.tenant_id = "other".into();
+        w.add(other, [1.0, 0.0, 0.0, 0.0]);
+        w.commit();
+        let small = |w: &World, tenant: &str, scope: &Scope| {
+            surely_small(&w.snapshot(), &scope_filter(tenant, scope))
+        };
+        let actor = |a: &str| Scope {
+            actor_ids: vec![a.into()],
+            ..Scope::default()
+        };
+        assert!(!small(&w, "acme", &Scope::default()));
+        assert!(!small(&w, "acme", &actor("ann")), "one above the bound");
+        assert!(small(&w, "acme", &actor("bob")));
+        assert!(small(&w, "acme", &actor("nobody")), "matches nothing");
+        assert!(small(&w, "other", &Scope::default()), "a small tenant");
+        assert!(small(&w, "nobody", &Scope::default()), "no such tenant");
+        let ranged = Scope {
+            occurred_after: Some(Timestamp::parse(AT).unwrap()),
+            ..actor("bob")
+        };
+        assert!(!small(&w, "acme", &ranged), "not counted: unsure");
+        for i in 0..ALONE_MAX_CANDIDATES {
+            w.add(
+                ev(&format!("f{i}"), "cy", "s1", AT, "fresh"),
+                [0.0, 0.0, 1.0, 0.0],
+            );
+        }
+        assert!(
+            !small(&w, "acme", &actor("bob")),
+            "fresh ids are not counted by the index, so each counts as in scope"
         );
     }
 }
