@@ -6,6 +6,8 @@
 //! * `exact`: exact cosine of every candidate with rayon plus top 10 (`exact_scores`, `top_k`);
 //! * `hnsw`: hnsw_rs search restricted to the candidates by an `IdSet`, and unfiltered;
 //! * `rank`: ranking of scored candidates (relevance, recency, trust, confidence) plus top 10;
+//! * `code_bounds`: the 8-bit code intervals of a partition list's rows (`block_bounds`), for
+//!   a block that fits the CPU's caches (2,000 rows) and one that does not (200,000);
 //! * `append`: durable log append with group commit (one `fdatasync` per batch, real disk).
 //!
 //! Recall end to end in process is `benches/recall.rs`; the selectivity grid with recall@10
@@ -29,7 +31,10 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use episodic::index::scope::{ScopeDoc, ScopeFilter, ScopeIndex};
-use episodic::index::vector::{exact_scores, top_k, HnswIndex, HnswParams, IdSet, VectorStore};
+use episodic::index::vector::{
+    block_bounds, exact_scores, top_k, CodeBlock, HnswIndex, HnswParams, IdSet, QueryCode,
+    VectorStore,
+};
 use episodic::model::{Confidence, SourceTrust};
 use episodic::rank::{Prior, RankConfig, Signals};
 use episodic::store::log::Log;
@@ -384,6 +389,34 @@ fn bench_rank(cr: &mut Criterion) {
     g.finish();
 }
 
+/// The code intervals of every row of a block of `rows` clustered unit vectors' codes, in
+/// memory order, as a partition probe reads its lists.
+fn bench_code_bounds(cr: &mut Criterion) {
+    let mut rng = StdRng::seed_from_u64(13);
+    let centroids: Vec<Vec<f32>> = (0..CLUSTERS)
+        .map(|_| {
+            let mut c: Vec<f32> = (0..DIM).map(|_| gaussian(&mut rng)).collect();
+            normalize(&mut c);
+            c
+        })
+        .collect();
+    let mut g = cr.benchmark_group("code_bounds");
+    g.sample_size(30).measurement_time(Duration::from_secs(3));
+    for rows in [2_000usize, 200_000] {
+        let vectors: Vec<f32> = (0..rows)
+            .flat_map(|_| clustered(&centroids, &mut rng))
+            .collect();
+        let block = CodeBlock::encode(&vectors, DIM);
+        let query = QueryCode::new(&clustered(&centroids, &mut rng)).expect("finite");
+        let all: Vec<u32> = (0..rows as u32).collect();
+        g.throughput(Throughput::Elements(rows as u64));
+        g.bench_function(BenchmarkId::new("block_bounds", rows), |b| {
+            b.iter(|| block_bounds(&query, &block, &all))
+        });
+    }
+    g.finish();
+}
+
 /// Log appends of `batch` records of about an event's size (JSON plus a 384-d vector) with
 /// one `fdatasync` per batch, as the writer's group commit does. The log is started afresh
 /// (outside the timing) whenever it passes 64 MiB.
@@ -421,5 +454,11 @@ fn bench_append(cr: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_read_paths, bench_rank, bench_append);
+criterion_group!(
+    benches,
+    bench_read_paths,
+    bench_rank,
+    bench_code_bounds,
+    bench_append
+);
 criterion_main!(benches);
