@@ -60,6 +60,17 @@ fn gaussian(rng: &mut StdRng) -> f32 {
     (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
 }
 
+/// `CLUSTERS` random unit centroids.
+fn centroids(rng: &mut StdRng) -> Vec<Vec<f32>> {
+    (0..CLUSTERS)
+        .map(|_| {
+            let mut c: Vec<f32> = (0..DIM).map(|_| gaussian(rng)).collect();
+            normalize(&mut c);
+            c
+        })
+        .collect()
+}
+
 fn clustered(centroids: &[Vec<f32>], rng: &mut StdRng) -> Vec<f32> {
     let c = &centroids[rng.gen_range(0..centroids.len())];
     let mut v: Vec<f32> = c.iter().map(|x| x + 0.06 * gaussian(rng)).collect();
@@ -95,13 +106,7 @@ struct Corpus {
 impl Corpus {
     fn new(n: usize) -> Self {
         let mut rng = StdRng::seed_from_u64(20_261_202);
-        let centroids: Vec<Vec<f32>> = (0..CLUSTERS)
-            .map(|_| {
-                let mut c: Vec<f32> = (0..DIM).map(|_| gaussian(&mut rng)).collect();
-                normalize(&mut c);
-                c
-            })
-            .collect();
+        let centroids = centroids(&mut rng);
         const CHUNK: usize = 8192;
         let vectors: Vec<f32> = (0..n.div_ceil(CHUNK))
             .into_par_iter()
@@ -393,13 +398,7 @@ fn bench_rank(cr: &mut Criterion) {
 /// memory order, as a partition probe reads its lists.
 fn bench_code_bounds(cr: &mut Criterion) {
     let mut rng = StdRng::seed_from_u64(13);
-    let centroids: Vec<Vec<f32>> = (0..CLUSTERS)
-        .map(|_| {
-            let mut c: Vec<f32> = (0..DIM).map(|_| gaussian(&mut rng)).collect();
-            normalize(&mut c);
-            c
-        })
-        .collect();
+    let centroids = centroids(&mut rng);
     let mut g = cr.benchmark_group("code_bounds");
     g.sample_size(30).measurement_time(Duration::from_secs(3));
     for rows in [2_000usize, 200_000] {
