@@ -92,9 +92,11 @@ pub fn surely_small(snap: &Snapshot<'_>, filter: &ScopeFilter) -> bool {
         .is_some_and(|(_, upper)| upper + fresh <= ALONE_MAX_CANDIDATES)
 }
 
-/// A scope of at most this many ids has no parallel section to split: every parallel loop of
-/// a recall hands each task at least this many ([`super::stale::STALE_CHUNK`], the smallest
-/// chunk), so such a recall runs on one thread whichever thread it starts on.
+/// A scope of at most this many ids has no parallel section to split: every parallel loop
+/// such a recall reaches hands a task at least this many (`stale::STALE_CHUNK`, the
+/// smallest chunk; the loops without a chunk, over a probe's lists and over the episodes of
+/// code-bounded candidates, are reached only with thousands of candidates), so it runs on one
+/// thread whichever thread it starts on.
 pub const ALONE_MAX_CANDIDATES: usize = super::stale::STALE_CHUNK;
 
 /// [`candidates`] from the scope index and the fresh tail, whatever the tenant's size.

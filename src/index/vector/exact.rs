@@ -285,9 +285,10 @@ impl<T: Copy + Into<f32>> WithSimd for PairDot<'_, T> {
 
 /// `a · b` over the shorter length, `b`'s elements widened to `f32`, summed in `LANES`
 /// independent partial sums and then the remainder: [`dot`] for stored vectors and the
-/// 8-bit code estimate ([`super::quant`]) share this one loop and its summation order.
+/// graph's 8-bit code distance ([`dispatched_code_dot`]) share this one loop and its
+/// summation order (code bounds sum integers instead: [`super::quant`]).
 #[inline(always)]
-pub(super) fn lane_dot<T: Copy + Into<f32>>(a: &[f32], b: &[T]) -> f32 {
+fn lane_dot<T: Copy + Into<f32>>(a: &[f32], b: &[T]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f32; LANES];
