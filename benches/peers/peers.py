@@ -295,7 +295,8 @@ class Pgvector:
         self.uri = self.server.get_uri()
         conn = self.connect()
         cur = conn.cursor()
-        table = f"ev{c.n}"
+        # Per corpus, as qdrant-edge's store: two corpora of one size differ in their tenants.
+        table = "ev_" + c.name.replace("-", "_")
         self.table = table
         cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
         cur.execute("SELECT to_regclass(%s)", (f"{table}_ready",))
