@@ -67,20 +67,31 @@ impl Partitioned {
         &self.curve
     }
 
-    /// The current heads of the members at `rows` of `list`, `table` locked by the caller
-    /// for reading: each the list's copy, or the table's when it changed since the copy.
-    pub fn heads(&self, table: &Table, list: u32, rows: Range<usize>) -> Vec<Head> {
-        let copies = &self.heads[list as usize][rows];
-        copies
+    /// The current heads of the members at `rows` of `list`, in row order, `table` locked
+    /// by the caller for reading: each the list's copy, or the table's when it changed since
+    /// the copy. Read in place: nothing is copied but the head handed out.
+    pub fn heads<'a>(
+        &'a self,
+        table: &'a Table,
+        list: u32,
+        rows: Range<usize>,
+    ) -> impl Iterator<Item = Head> + 'a {
+        self.heads[list as usize][rows]
             .iter()
-            .map(|h| {
-                if self.changed.has(h.doc) {
-                    table.head(h.doc)
-                } else {
-                    *h
-                }
-            })
-            .collect()
+            .map(move |h| self.current(table, h))
+    }
+
+    /// The current head of the member at `row` of `list` (see [`Partitioned::heads`]).
+    pub fn head(&self, table: &Table, list: u32, row: u32) -> Head {
+        self.current(table, &self.heads[list as usize][row as usize])
+    }
+
+    fn current(&self, table: &Table, copy: &Head) -> Head {
+        if self.changed.has(copy.doc) {
+            table.head(copy.doc)
+        } else {
+            *copy
+        }
     }
 }
 
@@ -117,10 +128,12 @@ mod tests {
         for list in 0..p.index.lists() as u32 {
             let docs = p.index.list_docs(list);
             let heads = p.heads(&table, list, 0..docs.len());
-            for (&doc, h) in docs.iter().zip(&heads) {
+            for (row, (&doc, h)) in docs.iter().zip(heads).enumerate() {
                 let now = table.head(doc);
                 assert_eq!((h.doc, h.tenant, h.status), (doc, now.tenant, now.status));
                 assert_eq!(h.superseded_ns, now.superseded_ns);
+                let one = p.head(&table, list, row as u32);
+                assert_eq!((one.doc, one.status), (h.doc, h.status), "row by row alike");
                 seen += 1;
             }
         }

@@ -98,8 +98,8 @@ pub(super) fn survivors(
         .into_par_iter()
         .with_min_len(GATHER_CHUNK)
         .map(|i| {
-            let flat = inputs.signals(rank, i, &[], &[]);
-            let base = rank.score(&flat, &inputs.priors[i], ctx.now_ms);
+            let named = (inputs.lexical[i], inputs.actor[i], inputs.date[i]);
+            let base = rank.base(named, &inputs.priors[i], ctx.now_ms);
             let (lo, hi) = bounds[i];
             let e = inputs.episodes;
             let low = base

@@ -108,12 +108,15 @@ pub(super) fn partition_scope(
         order: &order,
         probes,
     };
-    let (mut heads, bounds) = if read_by_id {
+    let mut probed = if read_by_id {
         let heads = probe_by_id(snap, in_scope.ids()?, &probe, keep);
         if heads.len() < k {
             return Ok(None);
         }
-        (heads, Vec::new())
+        Probed {
+            held: heads,
+            ..Probed::default()
+        }
     } else {
         let code = QueryCode::new(query);
         probe_lists(snap, &probe, (scope.tenant, k), code.as_ref(), keep)
@@ -122,13 +125,13 @@ pub(super) fn partition_scope(
         // Events the query names by their words, wherever their vectors lie.
         let hits = bm25.best(k.saturating_mul(PARTITION_LEXICAL_DEPTH))?;
         let table: &Table = &snap.table;
-        heads.extend(
+        probed.held.extend(
             hits.iter()
                 .map(|(d, _)| table.head(*d))
                 .filter(|h| keep(table, h)),
         );
     }
-    Ok(Some(by_id(&heads, &bounds)))
+    Ok(Some(probed.by_id(&snap.table, &partitioned)))
 }
 
 /// Whether a probe is sure to cost more than `ceiling` (another source's estimate), told
@@ -180,28 +183,6 @@ pub(super) fn probe_count(
         members += partition.members(list, tenant).len();
     }
     (share.min(order.len()), members)
-}
-
-/// `heads` in id order without repeats, and the bounds of those among the first
-/// `bounds.len()` (`bounds[i]` bounds `heads[i]`), by id. Sorts 8-byte keys rather than
-/// 72-byte heads.
-pub(super) fn by_id(heads: &[Head], bounds: &[(f32, f32)]) -> (Vec<Head>, KnownBounds) {
-    let mut keys: Vec<u64> = heads
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (u64::from(h.doc) << 32) | i as u64)
-        .collect();
-    // A probe hands its lists' members over as ascending runs, which a merging sort only
-    // merges (`sort_unstable` would partition them all over again).
-    keys.sort();
-    // The first of a repeated id has the lowest position: the one with bounds, if any.
-    keys.dedup_by_key(|key| *key >> 32);
-    let position = |key: &u64| (key & u64::from(u32::MAX)) as usize;
-    let known = keys
-        .iter()
-        .filter_map(|key| bounds.get(position(key)).map(|b| ((key >> 32) as u32, *b)))
-        .collect();
-    (keys.iter().map(|key| heads[position(key)]).collect(), known)
 }
 
 /// How many events are in scope (an upper bound, when term statistics tell that more
@@ -275,14 +256,114 @@ pub(super) fn probe_by_id(
         .collect()
 }
 
-/// Heads and the code bounds of the first `bounds.len()` of them (see [`probe_lists`]).
-pub(super) type Probed = (Vec<Head>, Vec<(f32, f32)>);
+/// A probe's kept candidates, before they are put in id order: members of the probed lists,
+/// by list and row (their heads left in the lists' copies until then), with their code
+/// bounds when the query was coded, then heads held by value (ids the partition does not
+/// cover, BM25 matches, or every candidate of a read by id), without bounds.
+#[derive(Debug, Default)]
+pub(super) struct Probed {
+    /// `(id, list, row)` of each kept list member, in probe order.
+    pub(super) members: Vec<(u32, u32, u32)>,
+    /// `bounds[i]` bounds `members[i]`; empty without a coded query.
+    pub(super) bounds: Vec<(f32, f32)>,
+    /// Candidates held by value.
+    pub(super) held: Vec<Head>,
+}
 
-/// The kept heads among `tenant`'s members of the probed lists (more lists, in order,
-/// while fewer than `k` were kept), then among the ids the partition does not cover; with
-/// `code`, also the kept members' code bounds, read from the lists' own codes (`bounds[i]`
-/// bounds `heads[i]`; the uncovered ids come last and have none). The probed lists are read
-/// on both cores.
+impl Probed {
+    /// Adds another list's members after these.
+    fn append(&mut self, part: Probed) {
+        self.members.extend(part.members);
+        self.bounds.extend(part.bounds);
+    }
+
+    /// The candidates in id order without repeats, and the code bounds of those that have
+    /// them, by id. A repeated id keeps its first occurrence: a list member's, with bounds,
+    /// before a held head. Sorts 8-byte keys rather than 72-byte heads, and copies each
+    /// member's head out of its list once, in id order.
+    pub(super) fn by_id(
+        &self,
+        table: &Table,
+        partitioned: &Partitioned,
+    ) -> (Vec<Head>, KnownBounds) {
+        let listed = self.members.len();
+        let mut keys: Vec<u64> = self
+            .members
+            .iter()
+            .map(|m| m.0)
+            .chain(self.held.iter().map(|h| h.doc))
+            .enumerate()
+            .map(|(i, doc)| (u64::from(doc) << 32) | i as u64)
+            .collect();
+        sort_by_id(&mut keys);
+        // The first of a repeated id has the lowest position: the one with bounds, if any.
+        keys.dedup_by_key(|key| *key >> 32);
+        let position = |key: &u64| (key & u64::from(u32::MAX)) as usize;
+        let known = keys
+            .iter()
+            .filter_map(|key| {
+                let b = self.bounds.get(position(key))?;
+                Some(((key >> 32) as u32, *b))
+            })
+            .collect();
+        let heads = keys
+            .iter()
+            .map(|key| match position(key) {
+                i if i < listed => {
+                    let (_, list, row) = self.members[i];
+                    partitioned.head(table, list, row)
+                }
+                i => self.held[i - listed],
+            })
+            .collect();
+        (heads, known)
+    }
+}
+
+/// Below this many keys, [`sort_by_id`] merges by comparison.
+const RADIX_MIN_KEYS: usize = 2_048;
+
+/// Sorts `keys` by their upper 32 bits (an id), keeping the order of keys with equal ids.
+/// A probe hands its lists' members over as ascending runs, but merging them by comparison
+/// mispredicts a branch on about every other key, as the runs interleave at random: a
+/// broad probe's keys are sorted by a stable radix sort instead, in 11-bit digits from the
+/// lowest, each digit that every key shares skipped (two passes below four million ids).
+fn sort_by_id(keys: &mut Vec<u64>) {
+    const BITS: u32 = 11;
+    const BUCKETS: usize = 1 << BITS;
+    if keys.len() < RADIX_MIN_KEYS {
+        // A merging sort only merges ascending runs (`sort_unstable` would partition them).
+        keys.sort();
+        return;
+    }
+    let mut scratch = vec![0u64; keys.len()];
+    let mut counts = vec![0usize; BUCKETS];
+    for shift in (32..64).step_by(BITS as usize) {
+        let digit = |key: u64| (key >> shift) as usize & (BUCKETS - 1);
+        counts.fill(0);
+        for &key in keys.iter() {
+            counts[digit(key)] += 1;
+        }
+        if counts.contains(&keys.len()) {
+            continue;
+        }
+        let mut start = 0;
+        for count in counts.iter_mut() {
+            (*count, start) = (start, start + *count);
+        }
+        for &key in keys.iter() {
+            let d = digit(key);
+            scratch[counts[d]] = key;
+            counts[d] += 1;
+        }
+        std::mem::swap(keys, &mut scratch);
+    }
+}
+
+/// The kept members of `tenant` in the probed lists (more lists, in order, while fewer than
+/// `k` were kept), then the kept heads among the ids the partition does not cover; with
+/// `code`, also the kept members' code bounds, read from the lists' own codes. The probed
+/// lists are read on both cores.
 pub(super) fn probe_lists(
     snap: &Snapshot<'_>,
     probe: &Probe<'_>,
@@ -293,43 +374,44 @@ pub(super) fn probe_lists(
     let table: &Table = &snap.table;
     let read = |list: &u32| -> Probed {
         let Some(m) = probe.partitioned.index.coded_members(*list, tenant) else {
-            return Default::default();
+            return Probed::default();
         };
-        // Copied first, then checked: a loop of loads alone keeps more of them in flight.
-        let mut heads = probe.partitioned.heads(table, *list, m.rows.clone());
-        let mut rows = Vec::with_capacity(heads.len());
-        let mut row = m.rows.start as u32;
-        heads.retain(|h| {
-            let kept = keep(table, h);
-            if kept {
+        let heads = probe.partitioned.heads(table, *list, m.rows.clone());
+        let mut rows = Vec::with_capacity(m.rows.len());
+        let mut members = Vec::with_capacity(m.rows.len());
+        for (row, h) in (m.rows.start as u32..).zip(heads) {
+            if keep(table, &h) {
                 rows.push(row);
+                members.push((h.doc, *list, row));
             }
-            row += 1;
-            kept
-        });
+        }
         let bounds = code.map_or_else(Vec::new, |c| block_bounds(c, m.codes, &rows));
-        (heads, bounds)
+        Probed {
+            members,
+            bounds,
+            held: Vec::new(),
+        }
     };
     let first = probe.probes.min(probe.order.len());
     let parts: Vec<Probed> = probe.order[..first].par_iter().map(read).collect();
-    // One copy into place (a pairwise reduce would copy each head once per level).
-    let mut heads = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-    let mut bounds = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
-    for (h, b) in parts {
-        heads.extend(h);
-        bounds.extend(b);
+    // One copy into place (a pairwise reduce would copy each once per level).
+    let mut probed = Probed {
+        members: Vec::with_capacity(parts.iter().map(|p| p.members.len()).sum()),
+        bounds: Vec::with_capacity(parts.iter().map(|p| p.bounds.len()).sum()),
+        held: Vec::new(),
+    };
+    for part in parts {
+        probed.append(part);
     }
     for list in &probe.order[first..] {
-        if heads.len() >= k {
+        if probed.members.len() >= k {
             break;
         }
-        let (h, b) = read(list);
-        heads.extend(h);
-        bounds.extend(b);
+        probed.append(read(list));
     }
     let uncovered = (probe.partitioned.index.upto()..table.next_doc()).map(|d| table.head(d));
-    heads.extend(uncovered.filter(|h| keep(table, h)));
-    (heads, bounds)
+    probed.held = uncovered.filter(|h| keep(table, h)).collect();
+    probed
 }
 
 #[cfg(test)]
@@ -337,7 +419,30 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
-    use super::{probe_count, Partition, RecallConfig};
+    use super::{probe_count, sort_by_id, Partition, RecallConfig};
+
+    #[test]
+    fn keys_sort_by_id_keeping_the_order_of_equal_ids() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for (n, ids) in [
+            (10, 5u64),
+            (5_000, 1_000),
+            (20_000, 4_000_000),
+            (9_000, 1 << 32),
+        ] {
+            // Ascending runs that interleave, as a probe's lists hand them over, and repeats.
+            let mut keys: Vec<u64> = (0..n)
+                .map(|i| (rng.gen_range(0..ids) << 32) | i as u64)
+                .collect();
+            for run in keys.chunks_mut(1_500) {
+                run.sort();
+            }
+            let mut want = keys.clone();
+            want.sort_by_key(|k| k >> 32);
+            sort_by_id(&mut keys);
+            assert_eq!(keys, want, "{n} keys below id {ids}");
+        }
+    }
     use crate::index::vector::VectorStore;
 
     #[test]
