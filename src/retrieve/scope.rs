@@ -79,8 +79,9 @@ pub const SMALL_TENANT_IDS: usize = 256;
 
 /// Whether a recall of `filter` surely reads at most [`ALONE_MAX_CANDIDATES`] in-scope ids,
 /// judged without listing any: the filter can match nothing in the table, or its tenant is
-/// small ([`SMALL_TENANT_IDS`]), or term statistics bound its committed ids and, with every
-/// fresh id counted as in scope, the sum stays within the bound. `false` when unsure.
+/// small ([`SMALL_TENANT_IDS`]), or term statistics bound its committed ids (a filter of
+/// three lists by the pair of them that shares the fewest) and, with every fresh id counted
+/// as in scope, the sum stays within the bound. `false` when unsure.
 pub fn surely_small(snap: &Snapshot<'_>, filter: &ScopeFilter) -> bool {
     let table: &Table = &snap.table;
     if !table.may_match(filter) || table.tenant_ids(&filter.tenant) <= SMALL_TENANT_IDS {
@@ -89,7 +90,9 @@ pub fn surely_small(snap: &Snapshot<'_>, filter: &ScopeFilter) -> bool {
     let fresh = (table.next_doc() as usize).saturating_sub(snap.watermark);
     snap.scope
         .count_bounds(filter)
-        .is_some_and(|(_, upper)| upper + fresh <= ALONE_MAX_CANDIDATES)
+        .map(|(_, upper)| upper)
+        .or_else(|| snap.scope.three_lists_upper(filter))
+        .is_some_and(|upper| upper + fresh <= ALONE_MAX_CANDIDATES)
 }
 
 /// A scope of at most this many ids has no parallel section to split: every parallel loop
@@ -424,6 +427,19 @@ mod tests {
             ..actor("bob")
         };
         assert!(!small(&w, "acme", &ranged), "not counted: unsure");
+        let three = |a: &str| Scope {
+            event_types: vec!["task_milestone".into()],
+            project_ids: vec!["p1".into()],
+            ..actor(a)
+        };
+        assert!(
+            small(&w, "acme", &three("bob")),
+            "three lists: bob's pairs hold 10"
+        );
+        assert!(
+            !small(&w, "acme", &three("ann")),
+            "three lists, each pair above the bound"
+        );
         for i in 0..ALONE_MAX_CANDIDATES {
             w.add(
                 ev(&format!("f{i}"), "cy", "s1", AT, "fresh"),

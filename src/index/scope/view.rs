@@ -65,6 +65,27 @@ impl ScopeView<'_> {
         Some((upper.saturating_sub(deleted), upper))
     }
 
+    /// An upper bound on the committed ids of a filter of three lists, by term statistics
+    /// alone: the fewest ids any two of its lists share (every id in scope carries the pair
+    /// terms of each two of its lists; deleted ids are counted too). `None` for any other
+    /// filter (see [`ScopeView::count_bounds`] for those), or when every pair of its lists
+    /// makes more than [`MAX_PAIR_TERMS`] terms.
+    pub fn three_lists_upper(&self, filter: &ScopeFilter) -> Option<usize> {
+        let simple = filter.resource_refs.is_empty()
+            && filter.metadata.is_empty()
+            && filter.occurred_after_ms.is_none()
+            && filter.occurred_before_ms.is_none();
+        let lists = self.index.lists(filter);
+        if !simple || lists.iter().filter(|(_, v)| !v.is_empty()).count() != 3 {
+            return None;
+        }
+        pairs(filter)
+            .into_iter()
+            .filter_map(|(tag, first, second)| self.pair_list(tag, &filter.tenant, first, second))
+            .filter_map(|pair| pair.size(&self.searcher))
+            .min()
+    }
+
     /// The terms whose documents are exactly those of `filter`'s lists (its tenant's alone
     /// when it lists nothing: `Some(None)`): one list's terms, or the pair terms of two
     /// lists; `None` for three lists, or two with more than [`MAX_PAIR_TERMS`] pairs.
