@@ -42,11 +42,7 @@ impl ScopeView<'_> {
     /// counts deleted documents not yet merged away; the lower one subtracts every deleted
     /// document of the index.
     pub fn count_bounds(&self, filter: &ScopeFilter) -> Option<(usize, usize)> {
-        let simple = filter.resource_refs.is_empty()
-            && filter.metadata.is_empty()
-            && filter.occurred_after_ms.is_none()
-            && filter.occurred_before_ms.is_none();
-        if !simple {
+        if !only_lists(filter) {
             return None;
         }
         let searcher = &self.searcher;
@@ -71,12 +67,8 @@ impl ScopeView<'_> {
     /// filter (see [`ScopeView::count_bounds`] for those), or when every pair of its lists
     /// makes more than [`MAX_PAIR_TERMS`] terms.
     pub fn three_lists_upper(&self, filter: &ScopeFilter) -> Option<usize> {
-        let simple = filter.resource_refs.is_empty()
-            && filter.metadata.is_empty()
-            && filter.occurred_after_ms.is_none()
-            && filter.occurred_before_ms.is_none();
         let lists = self.index.lists(filter);
-        if !simple || lists.iter().filter(|(_, v)| !v.is_empty()).count() != 3 {
+        if !only_lists(filter) || lists.iter().filter(|(_, v)| !v.is_empty()).count() != 3 {
             return None;
         }
         pairs(filter)
@@ -362,6 +354,15 @@ pub(super) fn any_of(terms: Vec<Term>, option: IndexRecordOption) -> Box<dyn Que
         })
         .collect();
     Box::new(BooleanQuery::new(clauses))
+}
+
+/// Whether `filter` narrows its tenant by actor, project and type lists alone (no
+/// resources, metadata or time range), which term statistics can count or bound.
+fn only_lists(filter: &ScopeFilter) -> bool {
+    filter.resource_refs.is_empty()
+        && filter.metadata.is_empty()
+        && filter.occurred_after_ms.is_none()
+        && filter.occurred_before_ms.is_none()
 }
 
 /// A filter's lists two by two, each with the tag of its pair terms.

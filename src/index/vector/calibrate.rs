@@ -2,10 +2,10 @@
 //! find the exact top 10, measured on the structure's own vectors rather than assumed.
 //!
 //! A sample of the stored vectors stands in for queries (for a partition, topped up so that
-//! every density bucket a tenant fills whole has [`MIN_BUCKET_QUERIES`] of them). For each, the exact nearest
-//! [`K`] among its tenant's vectors (itself excluded) are found by scoring every one of
-//! them, within the whole tenant and within nested random subsets of it (a scope of a
-//! half, a quarter, … of the tenant: [`in_subset`]). Then:
+//! every density bucket a tenant fills whole has [`MIN_BUCKET_QUERIES`] of them). For each,
+//! the exact nearest [`K`] among its tenant's vectors (itself excluded) are found by scoring
+//! every one of them, within the whole tenant and within nested random subsets of it (a
+//! scope of a half, a quarter, … of the tenant: [`in_subset`]). Then:
 //! - for a partition ([`ProbeCurve`]), the rank of each neighbour's list in the query's
 //!   list order tells how many lists a probe must read to find it, so the share of lists
 //!   that finds [`RECALL_TARGET`] of the neighbours is read off directly, per scope
