@@ -210,27 +210,15 @@ pub async fn move_shard(
     }
     let from = node.config().node_id.clone();
     let started = std::time::Instant::now();
-    let wait = node.config().lease_ttl * 2 + std::time::Duration::from_secs(60);
+    // The answer must reach a node that forwarded the request before that node gives up;
+    // a move not done by then is reported as handed off (202) and goes on.
+    let wait = (node.config().lease_ttl * 2 + std::time::Duration::from_secs(30))
+        .min(super::forward::ANSWER_WITHIN);
     let target = to.clone();
-    let taken = tokio::task::spawn_blocking(move || -> Result<bool, Problem> {
-        node.hand_off(shard, &target)
-            .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
-        while started.elapsed() < wait {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            if node.refresh_view().is_ok()
-                && node
-                    .view()
-                    .shards
-                    .get(&shard)
-                    .is_some_and(|(o, _)| *o == target)
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    })
-    .await
-    .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))??;
+    let taken = tokio::task::spawn_blocking(move || node.move_shard(shard, &target, wait))
+        .await
+        .map_err(|e| Problem::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| Problem::new(ErrorCode::StorageUnavailable, e.to_string()))?;
     let status = if taken {
         axum::http::StatusCode::OK
     } else {

@@ -44,6 +44,10 @@ const FORWARD_SIGNATURE: &str = "x-episodic-forward-signature";
 const FRESHNESS: Duration = Duration::from_secs(60);
 /// How long a forwarded request may take, end to end.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a handler that waits on the cluster (a shard move) may wait before it answers
+/// that the work goes on: short enough that the answer reaches a forwarding node before
+/// that node gives up on it.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(FORWARD_TIMEOUT.as_secs() - 15);
 
 /// Hop-by-hop headers, never passed on.
 const HOP_BY_HOP: [&str; 8] = [

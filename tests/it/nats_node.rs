@@ -28,12 +28,23 @@ fn node_with(
     dir: &std::path::Path,
     standbys: bool,
 ) -> Node {
+    node_with_ttl(conn, cluster, id, dir, standbys, TTL)
+}
+
+fn node_with_ttl(
+    conn: &NatsConnection,
+    cluster: &str,
+    id: &str,
+    dir: &std::path::Path,
+    standbys: bool,
+    lease_ttl: Duration,
+) -> Node {
     let config = NodeConfig {
         node_id: id.to_string(),
         advertise_url: format!("http://{id}.invalid"),
         cluster: cluster.to_string(),
         shards: SHARDS,
-        lease_ttl: TTL,
+        lease_ttl,
         replicas: 3,
         standbys,
         engine: EngineConfig::new(dir.to_path_buf()),
@@ -213,6 +224,128 @@ fn a_node_that_stops_cleanly_hands_its_shards_over_at_once() {
         "{owners:?}"
     );
     second.stop();
+    delete_streams(&conn, &cluster);
+}
+
+/// A hand-off releases the lease before it returns, even when a renewal of that lease is
+/// in flight: a short TTL renews every few hundred milliseconds, so over many hand-offs
+/// some land during a renewal. (A renewal that moved the revision on under the release
+/// left the shard held until the lease lapsed, and its former owner could take it back.)
+#[test]
+fn a_hand_off_releases_its_lease_at_once_while_renewals_run() {
+    let conn = NatsConnection::connect(&shared().urls).expect("connect");
+    let cluster = unique_stream("HANDOFF");
+    let dirs = [
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    ];
+    let ttl = Duration::from_millis(2000);
+    let nodes = [
+        node_with_ttl(&conn, &cluster, "n1", dirs[0].path(), false, ttl),
+        node_with_ttl(&conn, &cluster, "n2", dirs[1].path(), false, ttl),
+    ];
+    wait_until("every shard is served", Duration::from_secs(60), || {
+        nodes[0].owned_shards().len() + nodes[1].owned_shards().len() == SHARDS as usize
+    });
+    let ids = ["n1", "n2"];
+    let rounds = 10;
+    for round in 0..rounds {
+        let (from, to) = (round % 2, 1 - round % 2);
+        let Some(&shard) = nodes[from].owned_shards().first() else {
+            panic!("round {round}: {} serves no shard", ids[from]);
+        };
+        nodes[from].hand_off(shard, ids[to]).expect("hand off");
+        let holder = nodes[from].owner_of_shard(shard).expect("read the lease");
+        assert_ne!(
+            holder.as_deref(),
+            Some(ids[from]),
+            "round {round}: shard {shard}'s lease outlived its hand-off"
+        );
+        wait_until(
+            &format!("round {round}: {} serves shard {shard}", ids[to]),
+            Duration::from_secs(60),
+            || nodes[to].owned_shards().contains(&shard),
+        );
+    }
+    for node in &nodes {
+        node.stop();
+    }
+    delete_streams(&conn, &cluster);
+}
+
+/// A move waits for its target, however slow: the hand-off mark is kept while the move
+/// waits, so nobody takes the shard meanwhile, its former owner included (it holds less
+/// than its share then). Once the move gives up, the mark lapses and the shard is taken
+/// again. The target here announces itself and holds its share, but never takes the shard.
+#[test]
+fn a_shard_moving_to_a_slow_target_is_left_for_it_while_the_move_waits() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let conn = NatsConnection::connect(&shared().urls).expect("connect");
+    let cluster = unique_stream("SLOWMOVE");
+    let dir = tempfile::tempdir().expect("tmp");
+    let first = node_with(&conn, &cluster, "n1", dir.path(), false);
+    wait_for_shards(&first, SHARDS as usize, Duration::from_secs(60));
+    let leases = episodic::cluster::Leases::open(&conn, &format!("{cluster}_LEASES"), 3, TTL)
+        .expect("the lease bucket");
+    let stop = AtomicBool::new(false);
+    /// Stops the slow node when the scope ends, by a failed assertion too.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    std::thread::scope(|scope| {
+        // The slow node: announced, taking the two shards n1 sheds for it, renewing them.
+        scope.spawn(|| {
+            let mut held: Vec<episodic::cluster::Lease> = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                let _ = leases.announce("slow", "http://slow.invalid");
+                for lease in &mut held {
+                    *lease = leases.renew(lease).expect("the slow node renews its lease");
+                }
+                for shard in [2, 3] {
+                    if !held.iter().any(|l| l.shard == shard) {
+                        if let Ok(lease) = leases.acquire(shard, "slow") {
+                            held.push(lease);
+                        }
+                    }
+                }
+                std::thread::sleep(TTL / 6);
+            }
+            for lease in &held {
+                let _ = leases.release(lease);
+            }
+        });
+        let _stop = Stop(&stop);
+        wait_until(
+            "n1 sheds shards 2 and 3 to the slow node",
+            Duration::from_secs(60),
+            || {
+                first.owned_shards() == [0, 1]
+                    && [2, 3]
+                        .iter()
+                        .all(|s| first.owner_of_shard(*s).ok().flatten().as_deref() == Some("slow"))
+            },
+        );
+        // Three TTLs: without its mark kept, the shard would be free after one, and n1,
+        // below its share, would take it back.
+        let taken = first
+            .move_shard(0, "slow", TTL * 3)
+            .expect("hand the shard off");
+        assert!(!taken, "the slow node never takes it");
+        assert_eq!(
+            first.owner_of_shard(0).expect("read the lease"),
+            None,
+            "nobody took the shard while the move waited"
+        );
+        assert_eq!(first.owned_shards(), [1]);
+        // The move gave up: its mark lapses and the shard is served again.
+        wait_until("n1 takes the shard back", Duration::from_secs(60), || {
+            first.owned_shards() == [0, 1]
+        });
+    });
+    first.stop();
     delete_streams(&conn, &cluster);
 }
 

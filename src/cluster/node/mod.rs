@@ -142,6 +142,11 @@ struct Inner {
     /// The embedding coalescer the node's shards share.
     coalescer: crate::embed::Coalescer,
     held: RwLock<HashMap<u32, Held>>,
+    /// Held while a lease is renewed and while a lease leaves `held` to be released: a
+    /// renewal then either lands before the removal (and the release uses its revision) or
+    /// sees the shard gone. Without it, a renewal racing a hand-off moved the revision on
+    /// under the release, which failed, so the shard stayed held until its lease lapsed.
+    lease_turn: Mutex<()>,
     view: RwLock<ClusterView>,
     /// The last holder other than this node each shard was seen with (to tell a failover
     /// from a first take).
@@ -231,6 +236,7 @@ impl Node {
             cpu,
             coalescer,
             held: RwLock::new(HashMap::new()),
+            lease_turn: Mutex::new(()),
             view: RwLock::new(ClusterView::default()),
             seen_holders: Mutex::new(HashMap::new()),
             first_round: AtomicBool::new(false),
@@ -422,6 +428,38 @@ impl Node {
         Ok(())
     }
 
+    /// Hands `shard` to `to` (as [`Node::hand_off`]) and waits up to `wait` for `to` to
+    /// take its lease; whether it did. While it waits, the hand-off mark is renewed every
+    /// third of the TTL, so a target slow to take the shard still finds it marked for
+    /// itself, and no other node (this one included) takes it meanwhile. The mark lapses
+    /// one TTL after the wait ends, so a target that died does not keep the shard free.
+    pub fn move_shard(&self, shard: u32, to: &str, wait: Duration) -> Result<bool, LeaseError> {
+        let started = Instant::now();
+        self.hand_off(shard, to)?;
+        let mut marked = Instant::now();
+        while started.elapsed() < wait {
+            std::thread::sleep(Duration::from_millis(100));
+            if self.refresh_view().is_ok()
+                && self
+                    .inner
+                    .view
+                    .read()
+                    .shards
+                    .get(&shard)
+                    .is_some_and(|(owner, _)| owner == to)
+            {
+                return Ok(true);
+            }
+            if marked.elapsed() >= self.inner.config.lease_ttl / 3 {
+                if let Err(e) = self.inner.leases.hand_off(shard, to) {
+                    tracing::warn!(shard, error = %e, "renewing the hand-off mark failed");
+                }
+                marked = Instant::now();
+            }
+        }
+        Ok(false)
+    }
+
     /// The node holding `shard`'s lease now, as the bucket says (advisory).
     pub fn owner_of_shard(&self, shard: u32) -> Result<Option<String>, LeaseError> {
         Ok(self.inner.leases.holder(shard)?.map(|(node, _)| node))
@@ -560,9 +598,12 @@ impl Inner {
     }
 
     fn renew_all(&self) {
-        let leases: Vec<Lease> = self.held.read().values().map(|h| h.lease.clone()).collect();
-        for lease in leases {
-            let shard = lease.shard;
+        let shards: Vec<u32> = self.held.read().keys().copied().collect();
+        for shard in shards {
+            let turn = self.lease_turn.lock();
+            let Some(lease) = self.held.read().get(&shard).map(|h| h.lease.clone()) else {
+                continue;
+            };
             match self.leases.renew(&lease) {
                 Ok(renewed) => {
                     crate::telemetry::lease_renewal("ok");
@@ -577,6 +618,7 @@ impl Inner {
                         crate::telemetry::lease_renewal("lost");
                         tracing::warn!(shard, error = %e, "lost the lease: stopping the shard");
                         let gone = self.held.write().remove(&shard);
+                        drop(turn);
                         if let Some(h) = gone {
                             h.writable.revoke();
                             if let Some(engine) = h.engine {
@@ -783,7 +825,11 @@ impl Inner {
 
     /// Stops serving `shard` and releases its lease, so another node may take it at once.
     fn give_up(&self, shard: u32) -> bool {
-        let Some(held) = self.held.write().remove(&shard) else {
+        let held = {
+            let _turn = self.lease_turn.lock();
+            self.held.write().remove(&shard)
+        };
+        let Some(held) = held else {
             return false;
         };
         held.writable.revoke();
@@ -1006,6 +1052,7 @@ impl Inner {
             Err(e) => {
                 tracing::error!(shard, error = %format!("{e:#}"), "opening the shard failed");
                 let gone = {
+                    let _turn = self.lease_turn.lock();
                     let mut held = self.held.write();
                     match held.get(&shard) {
                         Some(h) if h.lease.epoch == lease.epoch => held.remove(&shard),
