@@ -196,12 +196,29 @@ fn pair(tag: char, first: &str, second: &str) -> String {
 const MAX_PAIR_TERMS: usize = 16;
 
 /// The clause of a filter read in place of the whole ([`ScopeView::narrowest`]): any of
-/// these terms in this field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// these terms in this field. Once sized on a view, it keeps each segment's infos of its
+/// terms, so listing its ids on that view reads no term from the dictionary again.
+#[derive(Debug, Clone)]
 pub struct Narrowest {
     field: Field,
     terms: Vec<String>,
+    /// The segments of the view it was sized on, each with the infos of the terms it holds;
+    /// empty until sized.
+    infos: Vec<(SegmentId, Vec<tantivy::postings::TermInfo>)>,
+    /// A second clause of the filter whose events the listed ones must also be among
+    /// ([`ScopeView::narrowest`] adds it when intersecting the two lists' postings costs
+    /// less than checking the first's events on their heads).
+    and: Option<Box<Narrowest>>,
 }
+
+/// Two clauses are the same clause whatever they were sized on.
+impl PartialEq for Narrowest {
+    fn eq(&self, other: &Self) -> bool {
+        self.field == other.field && self.terms == other.terms && self.and == other.and
+    }
+}
+
+impl Eq for Narrowest {}
 
 impl Narrowest {
     /// Any of `values` (repeats dropped) of `tenant` in `field`.
@@ -210,18 +227,36 @@ impl Narrowest {
         Narrowest {
             field,
             terms: distinct.into_iter().map(|v| qualified(tenant, v)).collect(),
+            infos: Vec::new(),
+            and: None,
         }
     }
 
     /// How many documents (deleted ones not yet merged away included) carry one of the
-    /// terms: each event has at most one value per field, and one pair per tag, so their
-    /// frequencies add up.
-    fn size(&self, searcher: &Searcher) -> Option<usize> {
-        self.terms
+    /// terms on `searcher` (each event has at most one value per field, and one pair per
+    /// tag, so their frequencies add up), with the clause keeping the term infos it read.
+    /// `None` if a segment could not be read.
+    fn sized(mut self, searcher: &Searcher) -> Option<(usize, Self)> {
+        let terms: Vec<Term> = self
+            .terms
             .iter()
-            .map(|t| searcher.doc_freq(&Term::from_field_text(self.field, t)))
-            .map(|df| df.ok().map(|n| n as usize))
-            .sum()
+            .map(|t| Term::from_field_text(self.field, t))
+            .collect();
+        let mut size = 0;
+        let mut infos = Vec::with_capacity(searcher.segment_readers().len());
+        for segment in searcher.segment_readers() {
+            let inverted = segment.inverted_index(self.field).ok()?;
+            let mut held = Vec::new();
+            for term in &terms {
+                if let Some(info) = inverted.get_term_info(term).ok()? {
+                    size += info.doc_freq as usize;
+                    held.push(info);
+                }
+            }
+            infos.push((segment.segment_id(), held));
+        }
+        self.infos = infos;
+        Some((size, self))
     }
 }
 
@@ -488,6 +523,7 @@ impl ScopeIndex {
         ScopeView {
             index: self,
             searcher: self.searcher(),
+            sized: Mutex::new(Vec::new()),
         }
     }
 

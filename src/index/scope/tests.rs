@@ -176,13 +176,32 @@ fn the_narrowest_list_alone_holds_the_whole_scope() {
         "1 event, by its actor and type"
     );
     f.event_types = strings(&["commit", "note", "deploy"]);
+    // A pair is never wider than either of its lists, so lists in a pair are not sized.
     assert_eq!(
         of(&f),
-        (fields.actor, vec![1, 2, 3]),
-        "3 events, the first of a tie"
+        (fields.pair, vec![1, 2, 3]),
+        "3 events, by the pairs of their actors and types"
     );
     f.project_ids = strings(&["p2"]);
-    assert_eq!(of(&f).0, fields.project, "1 event, by its project");
+    assert_eq!(of(&f).1.len(), 1, "1 event, by a pair with its project");
+    // Its two narrowest clauses are intersected, which only the scope's event carries.
+    let both = index.view().narrowest(&f).expect("a narrowest clause");
+    assert!(both.and.is_some(), "{both:?}");
+    assert_eq!(
+        index.view().search_narrowest(&both).unwrap(),
+        index.view().search(&f).unwrap()
+    );
+    // A list in no pair read here (too many pairs) is sized on its own.
+    let mut wide = tenant("t1");
+    wide.actor_ids = (0..5)
+        .map(|i| format!("a{i}"))
+        .chain(["alice".into()])
+        .collect();
+    wide.event_types = (0..4)
+        .map(|i| format!("t{i}"))
+        .chain(["commit".into()])
+        .collect();
+    assert_eq!(of(&wide).0, fields.actor, "{wide:?}");
     let mut timed = one.clone();
     timed.occurred_after_ms = Some(150);
     assert_eq!(of(&timed), (fields.actor, vec![1, 3]));
@@ -729,6 +748,16 @@ proptest! {
                 // A superset of the scope, within the tenant.
                 let narrow = index.view().search_narrowest(&narrowest).unwrap();
                 prop_assert!(expected.iter().all(|d| narrow.binary_search(d).is_ok()));
+                // Read from the term infos it kept, as through a query of its terms.
+                prop_assert!(!narrowest.infos.is_empty());
+                let unsized_clause = Narrowest {
+                    infos: Vec::new(),
+                    ..narrowest.clone()
+                };
+                prop_assert_eq!(
+                    &narrow,
+                    &index.view().search_narrowest(&unsized_clause).unwrap()
+                );
                 let tenant_of = |d: &u32| evs.iter().find(|e| e.doc == *d).map(|e| &e.tenant);
                 prop_assert!(narrow.iter().all(|d| tenant_of(d) == Some(&f.tenant)));
             }

@@ -4,12 +4,16 @@
 use super::*;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
+use tantivy::DocSet;
 
 /// One commit of a [`ScopeIndex`], as one searcher sees it: a read that searches through
 /// one view (a recall, a timeline page) sees the same documents in every search.
 pub struct ScopeView<'a> {
     pub(super) index: &'a ScopeIndex,
     pub(super) searcher: Searcher,
+    /// Clauses sized on this view, with their sizes: a recall sizes a clause (when it
+    /// judges whether its scope is small, then when it picks the narrowest) more than once.
+    pub(super) sized: Mutex<Vec<(usize, Narrowest)>>,
 }
 
 impl ScopeView<'_> {
@@ -51,7 +55,7 @@ impl ScopeView<'_> {
                 let tenant = Term::from_field_text(self.index.fields.tenant, &filter.tenant);
                 searcher.doc_freq(&tenant).ok()? as usize
             }
-            Some(clause) => clause.size(searcher)?,
+            Some(clause) => self.sized(clause)?.0,
         };
         let deleted: usize = searcher
             .segment_readers()
@@ -74,8 +78,20 @@ impl ScopeView<'_> {
         pairs(filter)
             .into_iter()
             .filter_map(|(tag, first, second)| self.pair_list(tag, &filter.tenant, first, second))
-            .filter_map(|pair| pair.size(&self.searcher))
+            .filter_map(|pair| self.sized(pair))
+            .map(|(size, _)| size)
             .min()
+    }
+
+    /// `clause` sized on this view ([`Narrowest::sized`]), from the view's memo when sized
+    /// before.
+    fn sized(&self, clause: Narrowest) -> Option<(usize, Narrowest)> {
+        if let Some(known) = self.sized.lock().iter().find(|(_, n)| *n == clause) {
+            return Some(known.clone());
+        }
+        let sized = clause.sized(&self.searcher)?;
+        self.sized.lock().push(sized.clone());
+        Some(sized)
     }
 
     /// The terms whose documents are exactly those of `filter`'s lists (its tenant's alone
@@ -129,37 +145,103 @@ impl ScopeView<'_> {
             return None;
         }
         let tenant = &filter.tenant;
+        let pairs: Vec<(&[String], &[String], Narrowest)> = pairs(filter)
+            .into_iter()
+            .filter_map(|(tag, first, second)| {
+                let pair = self.pair_list(tag, tenant, first, second)?;
+                Some((first, second, pair))
+            })
+            .collect();
+        // A pair's events are among each of its two lists': a list in a pair read here is
+        // never narrower than that pair, and is not sized.
+        let in_a_pair = |values: &[String]| {
+            pairs
+                .iter()
+                .any(|(a, b, _)| std::ptr::eq(*a, values) || std::ptr::eq(*b, values))
+        };
         let lists = self.index.lists(filter);
-        let lists = lists.iter().filter(|(_, values)| !values.is_empty());
-        let mut options: Vec<Narrowest> = lists
+        let singles: Vec<Narrowest> = lists
+            .iter()
+            .filter(|(_, values)| !values.is_empty() && !in_a_pair(values))
             .map(|&(field, values)| Narrowest::list(field, tenant, values))
             .collect();
-        options.extend(
-            pairs(filter)
-                .into_iter()
-                .filter_map(|(tag, first, second)| self.pair_list(tag, tenant, first, second)),
-        );
-        let searcher = &self.searcher;
-        options
-            .into_iter()
-            .min_by_key(|n| n.size(searcher).unwrap_or(usize::MAX))
+        let options = pairs.into_iter().map(|(_, _, p)| p).chain(singles);
+        let mut sized: Vec<(usize, Narrowest)> = options
+            .map(|n| self.sized(n.clone()).unwrap_or((usize::MAX, n)))
+            .collect();
+        // Stable: of clauses of one size, the first listed (pairs first).
+        sized.sort_by_key(|(size, _)| *size);
+        let mut sized = sized.into_iter();
+        let (size, mut first) = sized.next()?;
+        if let Some((next, second)) = sized.next() {
+            let both_sized = !first.infos.is_empty() && !second.infos.is_empty();
+            if both_sized && next <= size.saturating_mul(INTERSECT_MAX_RATIO) {
+                first.and = Some(Box::new(second));
+            }
+        }
+        Some(first)
     }
 
-    /// Internal ids of committed docs carrying any term of `narrowest`, sorted ascending,
-    /// unique.
+    /// Internal ids of committed docs carrying any term of `narrowest` (and any of its
+    /// second clause's, when it has one), sorted ascending, unique. A clause sized on this
+    /// view reads its postings from the term infos it kept.
     pub fn search_narrowest(&self, narrowest: &Narrowest) -> Result<Vec<u32>, ScopeIndexError> {
-        let terms = narrowest
-            .terms
-            .iter()
-            .map(|t| Term::from_field_text(narrowest.field, t))
-            .collect();
-        let query = any_of(terms, IndexRecordOption::Basic);
-        let collector = DocIdsCollector {
-            columns: &self.index.columns,
+        let readers = self.searcher.segment_readers();
+        let sized_here = |clause: &Narrowest| {
+            clause.infos.len() == readers.len()
+                && readers
+                    .iter()
+                    .zip(&clause.infos)
+                    .all(|(r, (id, _))| r.segment_id() == *id)
         };
-        self.searcher
-            .search(&*query, &collector)
-            .map_err(|e| self.index.err(e))
+        if !sized_here(narrowest) || !narrowest.and.as_deref().is_none_or(sized_here) {
+            let any = |clause: &Narrowest| {
+                let terms = clause
+                    .terms
+                    .iter()
+                    .map(|t| Term::from_field_text(clause.field, t))
+                    .collect();
+                any_of(terms, IndexRecordOption::Basic)
+            };
+            let mut clauses = vec![(Occur::Must, any(narrowest))];
+            clauses.extend(narrowest.and.as_deref().map(|a| (Occur::Must, any(a))));
+            let collector = DocIdsCollector {
+                columns: &self.index.columns,
+            };
+            return self
+                .searcher
+                .search(&BooleanQuery::new(clauses), &collector)
+                .map_err(|e| self.index.err(e));
+        }
+        let err = |e: tantivy::TantivyError| self.index.err(e);
+        let mut ids = Vec::new();
+        let mut values = Vec::new();
+        for (i, segment) in readers.iter().enumerate() {
+            let mut docs = segment_docs(segment, narrowest, i).map_err(err)?;
+            if let Some(and) = narrowest.and.as_deref() {
+                if !docs.is_empty() {
+                    let others = segment_docs(segment, and, i).map_err(err)?;
+                    docs = intersect(&docs, &others);
+                }
+            }
+            docs.retain(|&d| !segment.is_deleted(d));
+            if docs.is_empty() {
+                continue;
+            }
+            let column = self.index.columns.get(segment).map_err(err)?;
+            values.clear();
+            values.resize(docs.len(), None);
+            column.first_vals(&docs, &mut values);
+            ids.extend(
+                values
+                    .iter()
+                    .filter_map(|v| v.and_then(|v| u32::try_from(v).ok())),
+            );
+        }
+        // Each segment's ids come in ascending runs, which a merging sort only merges.
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
     }
 
     /// BM25 lexical search of `query` restricted to `filter` (a required,
@@ -372,4 +454,59 @@ fn pairs(filter: &ScopeFilter) -> [(char, &[String], &[String]); 3] {
         (ACTOR_PROJECT, &filter.actor_ids, &filter.project_ids),
         (TYPE_PROJECT, &filter.event_types, &filter.project_ids),
     ]
+}
+
+/// [`ScopeView::narrowest`] intersects its two narrowest clauses when the second holds at
+/// most this many times the first's events: reading a posting costs far less than checking
+/// an event on its head (a scattered read), so intersecting pays even against a longer
+/// second list.
+const INTERSECT_MAX_RATIO: usize = 8;
+
+/// The segment-local docs (deleted ones included) of segment `at` of the view `clause` was
+/// sized on that carry one of its terms, ascending, read from the term infos it kept.
+fn segment_docs(
+    segment: &SegmentReader,
+    clause: &Narrowest,
+    at: usize,
+) -> tantivy::Result<Vec<DocId>> {
+    let infos = &clause.infos[at].1;
+    let mut docs = Vec::new();
+    if infos.is_empty() {
+        return Ok(docs);
+    }
+    let inverted = segment.inverted_index(clause.field)?;
+    let mut buffer = [0; tantivy::COLLECT_BLOCK_BUFFER_LEN];
+    for info in infos {
+        let mut postings = inverted.read_postings_from_terminfo(info, IndexRecordOption::Basic)?;
+        loop {
+            let n = postings.fill_buffer(&mut buffer);
+            if n == 0 {
+                break;
+            }
+            docs.extend_from_slice(&buffer[..n]);
+        }
+    }
+    // One term's docs are ascending; several terms' are disjoint runs to merge.
+    if infos.len() > 1 {
+        docs.sort();
+    }
+    Ok(docs)
+}
+
+/// The docs in both ascending lists, ascending.
+fn intersect(a: &[DocId], b: &[DocId]) -> Vec<DocId> {
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
