@@ -749,7 +749,10 @@ proptest! {
                 let narrow = index.view().search_narrowest(&narrowest).unwrap();
                 prop_assert!(expected.iter().all(|d| narrow.binary_search(d).is_ok()));
                 // Read from the term infos it kept, as through a query of its terms.
-                prop_assert!(!narrowest.infos.is_empty());
+                prop_assert_eq!(
+                    narrowest.infos.len(),
+                    index.view().searcher.segment_readers().len()
+                );
                 let unsized_clause = Narrowest {
                     infos: Vec::new(),
                     ..narrowest.clone()
