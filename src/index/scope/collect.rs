@@ -8,6 +8,24 @@ pub(super) fn internal_id(column: &Column<u64>, doc: DocId) -> Option<u32> {
     column.first(doc).and_then(|v| u32::try_from(v).ok())
 }
 
+/// Appends to `ids` the internal ids of the segment-local `docs` (those present and in
+/// `u32` range), read from `column` in one batch through `scratch`.
+pub(super) fn extend_internal_ids(
+    column: &Column<u64>,
+    docs: &[DocId],
+    scratch: &mut Vec<Option<u64>>,
+    ids: &mut Vec<u32>,
+) {
+    scratch.clear();
+    scratch.resize(docs.len(), None);
+    column.first_vals(docs, scratch);
+    ids.extend(
+        scratch
+            .iter()
+            .filter_map(|v| v.and_then(|v| u32::try_from(v).ok())),
+    );
+}
+
 /// The `doc` fast-field column of each segment, opened once per segment rather than once
 /// per query: opening it decodes the column's block metadata (about two thousand blocks per
 /// million docs), which was a good share of a narrow query's time. A segment's values never
@@ -145,14 +163,7 @@ impl SegmentCollector for SegmentDocIds {
     }
 
     fn collect_block(&mut self, docs: &[DocId]) {
-        self.scratch.clear();
-        self.scratch.resize(docs.len(), None);
-        self.column.first_vals(docs, &mut self.scratch);
-        let ids = self
-            .scratch
-            .iter()
-            .filter_map(|v| v.and_then(|v| u32::try_from(v).ok()));
-        self.ids.extend(ids);
+        extend_internal_ids(&self.column, docs, &mut self.scratch, &mut self.ids);
     }
 
     fn harvest(self) -> Vec<u32> {

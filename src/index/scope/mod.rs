@@ -75,7 +75,7 @@ mod matching;
 mod tests;
 mod view;
 
-use collect::{internal_id, DocIdsCollector, IdColumns, ScoredIdsCollector};
+use collect::{extend_internal_ids, internal_id, DocIdsCollector, IdColumns, ScoredIdsCollector};
 use mark::read_payload;
 pub use mark::{fingerprint_of, CommitMark, Fingerprint};
 pub use matching::matches;

@@ -229,14 +229,7 @@ impl ScopeView<'_> {
                 continue;
             }
             let column = self.index.columns.get(segment).map_err(err)?;
-            values.clear();
-            values.resize(docs.len(), None);
-            column.first_vals(&docs, &mut values);
-            ids.extend(
-                values
-                    .iter()
-                    .filter_map(|v| v.and_then(|v| u32::try_from(v).ok())),
-            );
+            extend_internal_ids(&column, &docs, &mut values, &mut ids);
         }
         // Each segment's ids come in ascending runs, which a merging sort only merges.
         ids.sort();
