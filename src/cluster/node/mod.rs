@@ -439,15 +439,8 @@ impl Node {
         let mut marked = Instant::now();
         while started.elapsed() < wait {
             std::thread::sleep(Duration::from_millis(100));
-            if self.refresh_view().is_ok()
-                && self
-                    .inner
-                    .view
-                    .read()
-                    .shards
-                    .get(&shard)
-                    .is_some_and(|(owner, _)| owner == to)
-            {
+            // One read of the shard's lease, not a refresh of the whole view.
+            if self.owner_of_shard(shard).ok().flatten().as_deref() == Some(to) {
                 return Ok(true);
             }
             if marked.elapsed() >= self.inner.config.lease_ttl / 3 {
