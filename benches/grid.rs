@@ -582,7 +582,8 @@ fn engine_config(dir: &Path) -> EngineConfig {
 
 /// Waits until every sealed vector chunk has its 8-bit codes, with partitioned recall until
 /// the vector partitions are built, and with tenant graphs until they cover every event
-/// (all in the background after a start); returns the seconds waited.
+/// and no update of them runs (one after a start builds the graphs not read back, and
+/// saves them); returns the seconds waited.
 fn wait_for_codes(engine: &Engine) -> f64 {
     let started = Instant::now();
     let recall = engine_config(Path::new(".")).recall;
@@ -593,7 +594,8 @@ fn wait_for_codes(engine: &Engine) -> f64 {
         let s = engine.stats();
         !engine.vectors_coded()
             || (partitions && s.partitioned == 0)
-            || (graphs && s.graphs_upto + episodic::engine::GRAPH_BATCH <= events)
+            || (graphs
+                && (s.graphs_building || s.graphs_upto + episodic::engine::GRAPH_BATCH <= events))
     };
     while pending() {
         std::thread::sleep(std::time::Duration::from_millis(5));

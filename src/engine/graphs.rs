@@ -3,7 +3,9 @@
 //! [`GRAPH_BATCH`], one update counts them by tenant, inserts those of tenants that have a
 //! graph into it (on the CPU pool, in parallel), builds a graph for each tenant that has
 //! reached [`crate::retrieve::RecallConfig::graph_min_vectors`], takes a read-only copy of
-//! each graph that changed (what recall searches), and publishes the new set.
+//! each graph that changed (what recall searches), and publishes the new set. When it
+//! builds several graphs (largest tenant first), it publishes and saves the set after each
+//! one, so that a stop in the middle loses only the graph being built.
 //! Compaction drops every graph and starts over: a graph holds copies of vectors, and none
 //! may outlive the vectors a purge removed.
 //!
@@ -105,33 +107,37 @@ pub(crate) fn maybe_update(shared: &Arc<Shared>) {
         }
         let started = std::time::Instant::now();
         let min = shared.graph_min_vectors.unwrap_or(usize::MAX);
-        match update(&shared, min) {
-            Ok((next, built)) => {
-                let next = Arc::new(next);
-                let published = {
-                    let current = shared.graph_epoch.lock();
-                    if *current == epoch {
-                        if built > 0 {
-                            tracing::info!(
-                                graphs = next.graphs().len(),
-                                points = next.points(),
-                                built,
-                                seconds = started.elapsed().as_secs_f64(),
-                                "tenant graphs built"
-                            );
-                        }
-                        shared.graphs.store(Arc::clone(&next));
-                    }
-                    *current == epoch
-                };
-                if published {
-                    save_grown(&shared, &next, epoch);
-                }
+        match update(&shared, min, epoch) {
+            Ok(0) => {}
+            Ok(built) => {
+                let set = shared.graphs.load();
+                tracing::info!(
+                    graphs = set.graphs().len(),
+                    points = set.points(),
+                    built,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "tenant graphs built"
+                );
             }
             Err(e) => tracing::warn!(error = %e, "tenant graph update failed"),
         }
         shared.graph_building.store(false, Ordering::Release);
     });
+}
+
+/// Publishes `next` unless the graphs were reset since `epoch`, then saves what grew in it
+/// ([`save_grown`]); whether it was published.
+fn publish(shared: &Shared, next: TenantGraphs, epoch: u64) -> bool {
+    let next = Arc::new(next);
+    {
+        let current = shared.graph_epoch.lock();
+        if *current != epoch {
+            return false;
+        }
+        shared.graphs.store(Arc::clone(&next));
+    }
+    save_grown(shared, &next, epoch);
+    true
 }
 
 /// Reads the saved graphs back (see the module docs) and publishes those that pass, each
@@ -277,9 +283,11 @@ pub(crate) fn remove_files(shared: &Shared) {
     }
 }
 
-/// The next set: the current one's graphs extended by the ids written since, plus a new
-/// graph for every tenant that reached `min`; with how many graphs were new.
-fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorError> {
+/// Publishes the next set: the current one's graphs extended by the ids written since,
+/// plus a new graph for every tenant that reached `min`, each new graph published (and
+/// saved) as soon as it is built, so that a stop loses at most the one being built;
+/// returns how many graphs were new. Stops when the graphs were reset since `epoch`.
+fn update(shared: &Shared, min: usize, epoch: u64) -> Result<usize, VectorError> {
     let current = shared.graphs.load_full();
     let vectors = shared.vectors.load_full();
     let from = current.upto();
@@ -306,32 +314,50 @@ fn update(shared: &Shared, min: usize) -> Result<(TenantGraphs, usize), VectorEr
             frozen.insert(*tenant, Arc::new(graph.freeze()));
         }
     }
-    let newcomers: Vec<u32> = counts
+    let mut newcomers: Vec<u32> = counts
         .iter()
         .filter(|(t, c)| **c as usize >= min && !graphs.contains_key(t))
         .map(|(t, _)| *t)
         .collect();
-    if !newcomers.is_empty() {
-        let tenants: Vec<u32> = {
-            let table = shared.table.read();
-            (0..upto).map(|d| table.head(d).tenant).collect()
-        };
-        for tenant in &newcomers {
-            let docs: Vec<u32> = (0..upto)
-                .filter(|d| tenants[*d as usize] == *tenant)
-                .collect();
-            let graph = HnswIndex::new(graph_params(docs.len()));
-            insert(&graph, &vectors, &docs)?;
-            frozen.insert(*tenant, Arc::new(graph.freeze()));
-            graphs.insert(*tenant, Arc::new(graph));
+    // Largest first: the graphs that save recall the most work are searchable soonest.
+    newcomers.sort_unstable_by_key(|t| (std::cmp::Reverse(counts[t]), *t));
+    let set = |counts: &HashMap<u32, u32>, graphs: &HashMap<_, _>, frozen: &HashMap<_, _>| {
+        let current = shared.graphs.load_full();
+        let keys = keyed(shared, &current, frozen);
+        let tunings = tuned(shared, &vectors, &current, frozen);
+        TenantGraphs::new(
+            upto,
+            counts.clone(),
+            graphs.clone(),
+            frozen.clone(),
+            (keys, tunings),
+        )
+    };
+    if newcomers.is_empty() {
+        publish(shared, set(&counts, &graphs, &frozen), epoch);
+        return Ok(0);
+    }
+    let tenants: Vec<u32> = {
+        let table = shared.table.read();
+        (0..upto).map(|d| table.head(d).tenant).collect()
+    };
+    for (built, tenant) in newcomers.iter().enumerate() {
+        if shared.graph_disk.stop.load(Ordering::Acquire) {
+            // The engine is shutting down: the graph could be neither served nor saved.
+            return Ok(built);
+        }
+        let docs: Vec<u32> = (0..upto)
+            .filter(|d| tenants[*d as usize] == *tenant)
+            .collect();
+        let graph = HnswIndex::new(graph_params(docs.len()));
+        insert(&graph, &vectors, &docs)?;
+        frozen.insert(*tenant, Arc::new(graph.freeze()));
+        graphs.insert(*tenant, Arc::new(graph));
+        if !publish(shared, set(&counts, &graphs, &frozen), epoch) {
+            return Ok(built);
         }
     }
-    let keys = keyed(shared, &current, &frozen);
-    let tunings = tuned(shared, &vectors, &current, &frozen);
-    Ok((
-        TenantGraphs::new(upto, counts, graphs, frozen, (keys, tunings)),
-        newcomers.len(),
-    ))
+    Ok(newcomers.len())
 }
 
 /// The scope keys of each copy in `frozen`: `current`'s for a copy it holds too, new ones

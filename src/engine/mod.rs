@@ -222,6 +222,9 @@ pub struct EngineStats {
     /// Ids below this are in their tenant's graph when it has one (see
     /// [`crate::read::TenantGraphs`]).
     pub graphs_upto: usize,
+    /// Whether a background update of the tenant graphs runs (building, extending,
+    /// measuring or saving them).
+    pub graphs_building: bool,
     /// Points of the tenant graphs read back from disk at the start, instead of built.
     pub graphs_read_back: usize,
     /// Tenant graphs whose search widths were measured, and how many of those no width
@@ -301,6 +304,10 @@ impl Engine {
             tenant_graphs: graphs.graphs().len(),
             graph_points: graphs.points(),
             graphs_upto: graphs.upto() as usize,
+            graphs_building: self
+                .shared
+                .graph_building
+                .load(std::sync::atomic::Ordering::Acquire),
             graphs_read_back: self.shared.graph_disk.loaded(),
             graphs_measured: graphs.measured(),
             probe_densities_measured: self

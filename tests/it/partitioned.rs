@@ -969,6 +969,78 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
     e.shutdown().await;
 }
 
+/// An update that builds several tenant graphs (here the first one after a restart that
+/// turned graph recall on) builds the largest tenant's first, and publishes and saves it
+/// before building the next: a shutdown while the second is built loses only the second,
+/// and the next start reads the first back and builds only the other.
+#[tokio::test]
+async fn each_new_tenant_graph_is_saved_as_soon_as_it_is_built() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let open = |graphs: bool| {
+        engine_with(dir.path(), false, 0.625, |c| {
+            c.recall.partitioned = false;
+            c.recall.graphs = graphs;
+            c.recall.graph_min_vectors = 2_500;
+            c.recall.exact_max_candidates = 200;
+        })
+    };
+    let e = open(false);
+    let mut rng = StdRng::seed_from_u64(45);
+    let centres = centres(&mut rng);
+    let (large, small) = (
+        TenantGrant::internal("large", "test"),
+        TenantGrant::internal("small", "test"),
+    );
+    spread(&e, &large, (&mut rng, &centres), 3_000, 10).await;
+    spread(&e, &small, (&mut rng, &centres), 2_600, 10).await;
+    e.shutdown().await;
+
+    let graphs = dir.path().join("index/graphs");
+    let witness = |tenant: &str| graphs.join(format!("{}.points", hex::encode(tenant)));
+    let e = open(true);
+    let started = Instant::now();
+    loop {
+        let stats = e.stats();
+        assert!(
+            stats.tenant_graphs < 2 && started.elapsed() < Duration::from_secs(120),
+            "the first graph was not seen published alone: {stats:?}"
+        );
+        if stats.tenant_graphs == 1 && witness("large").exists() {
+            assert!(
+                stats.graphs_building,
+                "the second is being built: {stats:?}"
+            );
+            assert_eq!(stats.graph_points, 3_000, "the larger tenant's first");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(!witness("small").exists());
+    e.shutdown().await;
+
+    let e = open(true);
+    let started = Instant::now();
+    while {
+        let s = e.stats();
+        s.graphs_building || s.tenant_graphs < 2
+    } {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "graphs not built: {:?}",
+            e.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stats = e.stats();
+    assert_eq!(
+        (stats.graph_points, stats.graphs_read_back),
+        (5_600, 3_000),
+        "the first read back, the second built: {stats:?}"
+    );
+    assert!(witness("small").exists(), "the second saved once built");
+    e.shutdown().await;
+}
+
 /// A scope that is a narrow share of a graphed tenant (here a fifth: two of its ten actors)
 /// is walked within its own points in the tenant's graph (told by the graph's keys, not
 /// listed from the index): the answer says it is approximate,
