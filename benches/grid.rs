@@ -581,7 +581,8 @@ fn engine_config(dir: &Path) -> EngineConfig {
 }
 
 /// Waits until every sealed vector chunk has its 8-bit codes, with partitioned recall until
-/// the vector partitions are built, and with tenant graphs until they cover every event
+/// the vector partitions are built and no rebuild runs or is due (one that started during
+/// the ingest covers only part of it), and with tenant graphs until they cover every event
 /// and no update of them runs (one after a start builds the graphs not read back, and
 /// saves them); returns the seconds waited.
 fn wait_for_codes(engine: &Engine) -> f64 {
@@ -593,7 +594,7 @@ fn wait_for_codes(engine: &Engine) -> f64 {
     let pending = || {
         let s = engine.stats();
         !engine.vectors_coded()
-            || (partitions && s.partitioned == 0)
+            || (partitions && (s.partitioned == 0 || s.partitions_pending))
             || (graphs
                 && (s.graphs_building || s.graphs_upto + episodic::engine::GRAPH_BATCH <= events))
     };

@@ -215,6 +215,9 @@ pub struct EngineStats {
     pub scope_docs: u64,
     /// Ids covered by the vector partitions (0 when none are built).
     pub partitioned: usize,
+    /// Whether a build of the vector partitions runs or is due (the vectors they do not
+    /// cover reached an eighth of those they do).
+    pub partitions_pending: bool,
     /// Tenants with their own HNSW graph.
     pub tenant_graphs: usize,
     /// Points held by the tenant graphs.
@@ -301,6 +304,7 @@ impl Engine {
                 .load()
                 .as_ref()
                 .map_or(0, |p| p.index.upto() as usize),
+            partitions_pending: partitions::pending(&self.shared),
             tenant_graphs: graphs.graphs().len(),
             graph_points: graphs.points(),
             graphs_upto: graphs.upto() as usize,

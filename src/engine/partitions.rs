@@ -33,6 +33,11 @@ fn due(shared: &Shared) -> bool {
     }
 }
 
+/// Whether a build runs, or one is due (it starts at the writer's next upkeep).
+pub(crate) fn pending(shared: &Shared) -> bool {
+    shared.partition_building.load(Ordering::Acquire) || due(shared)
+}
+
 /// Starts a background build when partitioned recall is on, one is due and none runs.
 pub(crate) fn maybe_rebuild(shared: &Arc<Shared>) {
     if !due(shared) {

@@ -969,6 +969,52 @@ async fn a_restart_reads_saved_tenant_graphs_back_instead_of_building_them() {
     e.shutdown().await;
 }
 
+/// Partitions built while a tenant was still being written say a rebuild is pending once
+/// the vectors they do not cover reach an eighth of those they do (here the 4,096 floor), and
+/// stop saying so once the rebuild covers them all: what a caller waits on to measure the
+/// settled state rather than the one a bulk write left behind.
+#[tokio::test]
+async fn partitions_say_when_a_rebuild_is_pending() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = engine_with(dir.path(), false, 0.625, |c| c.recall.graphs = false);
+    let mut rng = StdRng::seed_from_u64(46);
+    let centres = centres(&mut rng);
+    let grant = TenantGrant::internal("acme", "test");
+    spread(&e, &grant, (&mut rng, &centres), 2_400, 4).await;
+    let settled = |e: &Engine| {
+        let s = e.stats();
+        !s.partitions_pending && s.partitioned > 0
+    };
+    let started = Instant::now();
+    while !settled(&e) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no partitions built"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(e.stats().partitioned, 2_400);
+    spread(&e, &grant, (&mut rng, &centres), 4_095, 4).await;
+    assert!(
+        !e.stats().partitions_pending,
+        "4,095 uncovered vectors call for no rebuild: {:?}",
+        e.stats()
+    );
+    spread(&e, &grant, (&mut rng, &centres), 1, 4).await;
+    assert!(e.stats().partitions_pending, "the 4,096th does");
+    let started = Instant::now();
+    while e.stats().partitions_pending {
+        assert!(started.elapsed() < Duration::from_secs(120), "no rebuild");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        e.stats().partitioned,
+        6_496,
+        "the rebuild covers every vector"
+    );
+    e.shutdown().await;
+}
+
 /// An update that builds several tenant graphs (here the first one after a restart that
 /// turned graph recall on) builds the largest tenant's first, and publishes and saves it
 /// before building the next: a shutdown while the second is built loses only the second,
