@@ -321,7 +321,9 @@ fn update(shared: &Shared, min: usize, epoch: u64) -> Result<usize, VectorError>
         .collect();
     // Largest first: the graphs that save recall the most work are searchable soonest.
     newcomers.sort_unstable_by_key(|t| (std::cmp::Reverse(counts[t]), *t));
-    let set = |counts: &HashMap<u32, u32>, graphs: &HashMap<_, _>, frozen: &HashMap<_, _>| {
+    // Each set's keys and widths are made against the set published last, whose copies
+    // (all but the newest graph's) they reuse.
+    let set = |graphs: &HashMap<_, _>, frozen: &HashMap<_, _>| {
         let current = shared.graphs.load_full();
         let keys = keyed(shared, &current, frozen);
         let tunings = tuned(shared, &vectors, &current, frozen);
@@ -334,7 +336,7 @@ fn update(shared: &Shared, min: usize, epoch: u64) -> Result<usize, VectorError>
         )
     };
     if newcomers.is_empty() {
-        publish(shared, set(&counts, &graphs, &frozen), epoch);
+        publish(shared, set(&graphs, &frozen), epoch);
         return Ok(0);
     }
     let tenants: Vec<u32> = {
@@ -353,7 +355,7 @@ fn update(shared: &Shared, min: usize, epoch: u64) -> Result<usize, VectorError>
         insert(&graph, &vectors, &docs)?;
         frozen.insert(*tenant, Arc::new(graph.freeze()));
         graphs.insert(*tenant, Arc::new(graph));
-        if !publish(shared, set(&counts, &graphs, &frozen), epoch) {
+        if !publish(shared, set(&graphs, &frozen), epoch) {
             return Ok(built);
         }
     }
